@@ -1,0 +1,349 @@
+//! The agent loop as a sans-IO state machine: it reads events (the client's request, LLM replies, tool
+//! replies, failed calls) and returns commands (forward, dispatch, reply). It never reads a clock or a
+//! random source: ids and times come in. Each request has its own `Agent`; nothing is shared.
+
+mod protocol;
+mod react;
+
+use crate::config::Config;
+use crate::doc::truncate;
+use crate::openai::answer::{self, Answer};
+use crate::openai::ChatRequest;
+pub use protocol::{Call, CallId, Command, Event, Failure, Reply};
+use serde_json::Value;
+use std::rc::Rc;
+
+/// Per-request inputs that would otherwise come from a clock or a random source.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    /// Unique per request; becomes the completion id.
+    pub id: String,
+    /// Monotonic milliseconds, for the request's deadline.
+    pub now_ms: u64,
+    /// Unix seconds, for `created`.
+    pub unix_s: u64,
+}
+
+/// What the agent waits for next.
+#[derive(Debug)]
+enum State {
+    AwaitRequest,
+    AwaitFirstLlm(react::Loop),
+    AwaitLlm(CallId, react::Loop),
+    AwaitTool(CallId, react::Loop),
+    Done,
+}
+
+pub struct Agent {
+    cfg: Rc<Config>,
+    meta: RequestMeta,
+    next_id: u32,
+    stream: bool,
+    include_usage: bool,
+    state: State,
+}
+
+/// How a request ends badly: the status it means and an OpenAI error code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl AgentError {
+    fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        AgentError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.status == 400 {
+            "invalid_request_error"
+        } else {
+            "api_error"
+        }
+    }
+}
+
+impl Agent {
+    pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Self {
+        Agent {
+            cfg,
+            meta,
+            next_id: 0,
+            stream: false,
+            include_usage: false,
+            state: State::AwaitRequest,
+        }
+    }
+
+    /// Whether the client asked for SSE; known once the request was read.
+    pub fn wants_stream(&self) -> bool {
+        self.stream
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Vec<Command> {
+        let state = std::mem::replace(&mut self.state, State::Done);
+        let (state, commands) = self.step(state, event, now_ms);
+        self.state = state;
+        commands
+    }
+
+    fn step(&mut self, state: State, event: Event<'_>, now_ms: u64) -> (State, Vec<Command>) {
+        match (state, event) {
+            (State::AwaitRequest, Event::ClientRequest { body }) => self.start(body),
+            (State::AwaitFirstLlm(l), Event::UpstreamReply { status, body }) => {
+                self.on_llm(l, status, body, now_ms)
+            }
+            (
+                State::AwaitLlm(id, l),
+                Event::CallReply {
+                    id: got,
+                    status,
+                    body,
+                },
+            ) if id == got => self.on_llm(l, status, body, now_ms),
+            (State::AwaitLlm(id, _), Event::CallFailed { id: got, failure }) if id == got => {
+                let status = if *failure == Failure::Timeout {
+                    504
+                } else {
+                    502
+                };
+                let code = if status == 504 {
+                    "llm_timeout"
+                } else {
+                    "llm_unavailable"
+                };
+                self.fail(AgentError::new(
+                    status,
+                    code,
+                    format!("the LLM call {failure}"),
+                ))
+            }
+            (
+                State::AwaitTool(id, l),
+                Event::CallReply {
+                    id: got,
+                    status,
+                    body,
+                },
+            ) if id == got => {
+                let obs = react::tool_observation(&self.cfg, l.pending_tool(), status, body);
+                self.next_turn(l, obs, now_ms)
+            }
+            (State::AwaitTool(id, l), Event::CallFailed { id: got, failure }) if id == got => {
+                let obs = format!("The call to '{}' {failure}.", l.pending_tool());
+                self.next_turn(l, obs, now_ms)
+            }
+            (state, event) => {
+                log::warn!(
+                    "#{} ignored an event the agent does not wait for: {}",
+                    self.meta.id,
+                    describe(&event)
+                );
+                (state, Vec::new())
+            }
+        }
+    }
+
+    fn start(&mut self, body: &[u8]) -> (State, Vec<Command>) {
+        let req = match ChatRequest::parse(body) {
+            Ok(r) => r,
+            Err(e) => {
+                self.stream = sniff_stream(body);
+                return self.fail(AgentError::new(400, "invalid_request", e));
+            }
+        };
+        self.stream = req.stream;
+        self.include_usage = req.include_usage;
+        match react::Loop::start(&self.cfg, req) {
+            Ok((l, body)) => (State::AwaitFirstLlm(l), vec![Command::Forward { body }]),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn on_llm(
+        &mut self,
+        mut l: react::Loop,
+        status: u16,
+        body: &[u8],
+        now_ms: u64,
+    ) -> (State, Vec<Command>) {
+        if !(200..300).contains(&status) {
+            let text = String::from_utf8_lossy(body);
+            return self.fail(AgentError::new(
+                502,
+                "llm_error",
+                format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)),
+            ));
+        }
+        match l.on_reply(&self.cfg, body) {
+            Ok(react::Next::Answer {
+                content,
+                finish_reason,
+            }) => self.finish(&l, &content, finish_reason),
+            Ok(react::Next::CallTool(req)) => {
+                if let Some(e) = self.deadline_error(now_ms) {
+                    return self.fail(e);
+                }
+                let id = self.mint();
+                let timeout_ms = self.bounded(req.timeout_ms, now_ms);
+                let call = Call {
+                    id,
+                    timeout_ms,
+                    ..req.into_call(id)
+                };
+                log::debug!(
+                    "#{} tool call {} {} {}",
+                    self.meta.id,
+                    call.cluster,
+                    call.method,
+                    truncate(&call.path, 200)
+                );
+                (State::AwaitTool(id, l), vec![Command::Dispatch(call)])
+            }
+            Ok(react::Next::Observe(obs)) => self.next_turn(l, obs, now_ms),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Feeds an observation back and asks the LLM again, by callout.
+    fn next_turn(
+        &mut self,
+        mut l: react::Loop,
+        observation: String,
+        now_ms: u64,
+    ) -> (State, Vec<Command>) {
+        if let Some(e) = self.deadline_error(now_ms) {
+            return self.fail(e);
+        }
+        let body = l.observe(&self.cfg, observation);
+        let id = self.mint();
+        let cfg = Rc::clone(&self.cfg);
+        let llm = &cfg.llm;
+        let mut headers = vec![("content-type".to_string(), answer::JSON.to_string())];
+        if let Some(key) = &llm.api_key {
+            headers.push(("authorization".into(), format!("Bearer {key}")));
+        }
+        let call = Call {
+            id,
+            cluster: llm.upstream.cluster.clone(),
+            method: "POST",
+            path: llm.path.clone(),
+            authority: llm.upstream.authority_or_service(),
+            headers,
+            body: Some(body),
+            timeout_ms: self.bounded(llm.upstream.timeout_ms, now_ms),
+        };
+        (State::AwaitLlm(id, l), vec![Command::Dispatch(call)])
+    }
+
+    fn finish(
+        &mut self,
+        l: &react::Loop,
+        content: &str,
+        finish_reason: &str,
+    ) -> (State, Vec<Command>) {
+        let id = format!("chatcmpl-{}", self.meta.id);
+        let a = Answer {
+            id: &id,
+            created: self.meta.unix_s,
+            model: l.model(),
+            content,
+            finish_reason,
+            usage: l.usage(),
+        };
+        let (content_type, body) = if self.stream {
+            (answer::SSE, answer::chunks(&a, self.include_usage))
+        } else {
+            (answer::JSON, answer::completion(&a))
+        };
+        (
+            State::Done,
+            vec![Command::Reply(Reply {
+                status: 200,
+                content_type,
+                body,
+            })],
+        )
+    }
+
+    fn fail(&mut self, e: AgentError) -> (State, Vec<Command>) {
+        log::info!(
+            "#{} request failed ({}): {}",
+            self.meta.id,
+            e.status,
+            truncate(&e.message, 300)
+        );
+        let err = answer::error(&e.message, e.kind(), e.code);
+        let (content_type, body) = if self.stream {
+            (answer::SSE, answer::error_sse(&err))
+        } else {
+            (answer::JSON, err.to_string().into_bytes())
+        };
+        (
+            State::Done,
+            vec![Command::Reply(Reply {
+                status: e.status,
+                content_type,
+                body,
+            })],
+        )
+    }
+
+    fn mint(&mut self) -> CallId {
+        self.next_id += 1;
+        CallId(self.next_id)
+    }
+
+    fn deadline(&self) -> u64 {
+        self.meta
+            .now_ms
+            .saturating_add(self.cfg.llm.max_request_time_ms)
+    }
+
+    fn deadline_error(&self, now_ms: u64) -> Option<AgentError> {
+        (now_ms >= self.deadline()).then(|| {
+            AgentError::new(
+                504,
+                "request_timeout",
+                format!(
+                    "the request took longer than llm.maxRequestTime ({} ms)",
+                    self.cfg.llm.max_request_time_ms
+                ),
+            )
+        })
+    }
+
+    /// A call's timeout, cut so that it ends by the request's deadline.
+    fn bounded(&self, timeout_ms: u64, now_ms: u64) -> u64 {
+        timeout_ms
+            .min(self.deadline().saturating_sub(now_ms))
+            .max(1)
+    }
+}
+
+/// Whether a body we could not parse asked for a stream, so its 400 has the right shape.
+fn sniff_stream(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("stream").and_then(Value::as_bool))
+        .unwrap_or(false)
+}
+
+fn describe(e: &Event<'_>) -> String {
+    match e {
+        Event::ClientRequest { .. } => "client request".into(),
+        Event::UpstreamReply { status, .. } => format!("upstream reply {status}"),
+        Event::CallReply { id, status, .. } => format!("reply {status} to call {}", id.0),
+        Event::CallFailed { id, .. } => format!("failure of call {}", id.0),
+    }
+}

@@ -1,0 +1,79 @@
+//! The only types the host exchanges with the agent: events in, commands out.
+
+/// Minted by the agent for every callout; the host maps its own tokens to these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(pub u32);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The callout's own timeout fired (Envoy answers with a synthetic 504).
+    Timeout,
+    /// Reset, no healthy upstream, no `:status`.
+    Broken(String),
+    /// The host refused to dispatch (unknown cluster, bad headers).
+    NotSent(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Timeout => write!(f, "timed out"),
+            Failure::Broken(why) => write!(f, "failed: {why}"),
+            Failure::NotSent(why) => write!(f, "could not be sent: {why}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// The client's whole request body.
+    ClientRequest {
+        body: &'a [u8],
+    },
+    /// The route upstream's reply to the forwarded first LLM request.
+    UpstreamReply {
+        status: u16,
+        body: &'a [u8],
+    },
+    CallReply {
+        id: CallId,
+        status: u16,
+        body: &'a [u8],
+    },
+    CallFailed {
+        id: CallId,
+        failure: &'a Failure,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub id: CallId,
+    pub cluster: String,
+    pub method: &'static str,
+    /// Path and query.
+    pub path: String,
+    pub authority: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The status this reply means; once response headers are out, the host can only send the body.
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Send this body upstream in place of the client's request (the first LLM turn).
+    Forward {
+        body: Vec<u8>,
+    },
+    Dispatch(Call),
+    /// The answer for the client; the request is over.
+    Reply(Reply),
+}

@@ -1,0 +1,509 @@
+//! The plugin configuration: Higress `ai-agent` keys plus ours, parsed and validated once at plugin
+//! start into typed structs. Every error names the field path.
+
+mod fields;
+
+use crate::doc;
+use crate::openapi::{self, Catalog};
+use crate::prompt::react::Template;
+use fields::Fields;
+use serde_json::Value;
+use std::fmt;
+
+pub const DEFAULT_MAX_ITERATIONS: u32 = 15;
+pub const DEFAULT_TIMEOUT_MS: u64 = 50_000;
+pub const DEFAULT_MAX_TOKENS: u64 = 1000;
+pub const DEFAULT_MAX_REQUEST_TIME_MS: u64 = 300_000;
+pub const DEFAULT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
+pub const DEFAULT_MAX_PARALLEL_TOOL_CALLS: usize = 8;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(path: &str, message: impl Into<String>) -> Self {
+        ConfigError {
+            path: path.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    React,
+    Native,
+}
+
+/// Where a callout goes: the Envoy cluster, the `:authority` it carries, and how long it may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    pub cluster: String,
+    /// `domain`: the `:authority` of every call.
+    pub authority: Option<String>,
+    /// `serviceName`: the `:authority` when nothing better is known.
+    pub service: Option<String>,
+    pub timeout_ms: u64,
+}
+
+impl Upstream {
+    pub fn authority_or_service(&self) -> String {
+        self.authority
+            .clone()
+            .or_else(|| self.service.clone())
+            .unwrap_or_else(|| self.cluster.clone())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Llm {
+    pub upstream: Upstream,
+    pub path: String,
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+    pub max_iterations: u32,
+    pub max_tokens: u64,
+    pub max_request_time_ms: u64,
+    pub max_observation_bytes: usize,
+    pub max_parallel_tool_calls: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiKey {
+    Header { name: String, value: String },
+    Query { name: String, value: String },
+}
+
+/// One `apis[]` entry: where its tools are called and with which credentials.
+#[derive(Debug, Clone)]
+pub struct Api {
+    pub upstream: Upstream,
+    pub api_key: Option<ApiKey>,
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct JsonResp {
+    pub schema: Value,
+    pub max_retry: u32,
+    pub use_response_format: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub mode: Mode,
+    pub llm: Llm,
+    pub apis: Vec<Api>,
+    pub tools: Catalog,
+    pub template: Template,
+    /// The ReAct system prompt with every tool, rendered once.
+    pub react_prompt: String,
+    pub json_resp: Option<JsonResp>,
+    /// Things accepted but worth an operator's attention (ignored keys, skipped operations); logged once.
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    /// Parses the plugin configuration (JSON, or YAML text).
+    pub fn from_slice(bytes: &[u8]) -> Result<Config, ConfigError> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| ConfigError::new("", format!("configuration is not UTF-8: {e}")))?;
+        if text.trim().is_empty() {
+            return Err(ConfigError::new("", "configuration is empty"));
+        }
+        let value =
+            doc::parse(text).map_err(|e| ConfigError::new("", format!("configuration {e}")))?;
+        Config::from_value(&value)
+    }
+
+    pub fn from_value(value: &Value) -> Result<Config, ConfigError> {
+        let mut root = Fields::new("", value)?;
+        let mode = match root.opt_str("mode")?.as_deref() {
+            None | Some("react") => Mode::React,
+            Some("native") => Mode::Native,
+            Some(other) => {
+                return Err(root.err(
+                    "mode",
+                    format!("must be 'react' or 'native', found '{other}'"),
+                ))
+            }
+        };
+        let llm = parse_llm(
+            root.opt_object("llm")?
+                .ok_or_else(|| root.err("llm", "required"))?,
+        )?;
+        let mut warnings = Vec::new();
+        let (apis, tools) = parse_apis(&mut root, &mut warnings)?;
+        let template = parse_template(&mut root)?;
+        let json_resp = parse_json_resp(&mut root)?;
+        if root.get("returnResponseTemplate").is_some() {
+            warnings.push(
+                "returnResponseTemplate is a legacy Higress key and is ignored: answers are always OpenAI chat.completion objects"
+                    .into(),
+            );
+        }
+        for key in root.unknown_keys() {
+            if !key.starts_with('_') {
+                warnings.push(format!("unknown top-level key '{key}' ignored"));
+            }
+        }
+        if json_resp.is_some() {
+            return Err(ConfigError::new(
+                "jsonResp.enable",
+                "JSON mode is not available in this build yet",
+            ));
+        }
+        if mode == Mode::Native {
+            return Err(ConfigError::new(
+                "mode",
+                "'native' is not available in this build yet; use 'react'",
+            ));
+        }
+        let react_prompt = template.render(&tools);
+        Ok(Config {
+            mode,
+            llm,
+            apis,
+            tools,
+            template,
+            react_prompt,
+            json_resp,
+            warnings,
+        })
+    }
+}
+
+fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {
+    let upstream = parse_upstream(&mut f)?;
+    let path = f.req_str("path")?;
+    if !path.starts_with('/') {
+        return Err(f.err("path", format!("must start with '/', found '{path}'")));
+    }
+    let model = f.opt_nonempty("model")?;
+    let api_key = f.opt_nonempty("apiKey")?;
+    let max_iterations = match f.opt_uint("maxIterations", 0, 1000)? {
+        None | Some(0) => DEFAULT_MAX_ITERATIONS,
+        Some(n) => n as u32,
+    };
+    let max_tokens = match (
+        f.opt_uint("maxTokens", 1, 10_000_000)?,
+        f.opt_uint("maxToken", 1, 10_000_000)?,
+    ) {
+        (Some(n), _) | (None, Some(n)) => n,
+        (None, None) => DEFAULT_MAX_TOKENS,
+    };
+    let max_request_time_ms = f
+        .opt_uint("maxRequestTime", 1, 24 * 3_600_000)?
+        .unwrap_or(DEFAULT_MAX_REQUEST_TIME_MS);
+    let max_observation_bytes = f
+        .opt_uint("maxObservationBytes", 64, 1 << 24)?
+        .map_or(DEFAULT_MAX_OBSERVATION_BYTES, |n| n as usize);
+    let max_parallel_tool_calls = f
+        .opt_uint("maxParallelToolCalls", 1, 128)?
+        .map_or(DEFAULT_MAX_PARALLEL_TOOL_CALLS, |n| n as usize);
+    f.deny_unknown()?;
+    Ok(Llm {
+        upstream,
+        path,
+        model,
+        api_key,
+        max_iterations,
+        max_tokens,
+        max_request_time_ms,
+        max_observation_bytes,
+        max_parallel_tool_calls,
+    })
+}
+
+/// `cluster`, or Higress's `outbound|<servicePort>||<serviceName>`; `domain`; `maxExecutionTime`.
+fn parse_upstream(f: &mut Fields<'_>) -> Result<Upstream, ConfigError> {
+    let cluster = f.opt_nonempty("cluster")?;
+    let service = f.opt_nonempty("serviceName")?;
+    let port = f.opt_uint("servicePort", 1, 65535)?;
+    let cluster = match (cluster, &service, port) {
+        (Some(c), _, _) => c,
+        (None, Some(name), Some(port)) => format!("outbound|{port}||{name}"),
+        (None, None, _) => {
+            return Err(f.err(
+                "serviceName",
+                "required (or name the Envoy cluster in 'cluster')",
+            ))
+        }
+        (None, Some(_), None) => {
+            return Err(f.err(
+                "servicePort",
+                "required (or name the Envoy cluster in 'cluster')",
+            ))
+        }
+    };
+    let authority = f.opt_nonempty("domain")?;
+    if let Some(a) = &authority {
+        if a.contains(['/', ' ', '\r', '\n']) {
+            return Err(f.err(
+                "domain",
+                format!("must be a host name (with an optional port), found '{a}'"),
+            ));
+        }
+    }
+    let timeout_ms = f
+        .opt_uint("maxExecutionTime", 1, 24 * 3_600_000)?
+        .unwrap_or(DEFAULT_TIMEOUT_MS);
+    Ok(Upstream {
+        cluster,
+        authority,
+        service,
+        timeout_ms,
+    })
+}
+
+fn parse_apis(
+    root: &mut Fields<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<Api>, Catalog), ConfigError> {
+    let list = match root.required("apis")? {
+        Value::Array(list) if !list.is_empty() => list,
+        Value::Array(_) => return Err(root.err("apis", "must list at least one API")),
+        other => {
+            return Err(root.err(
+                "apis",
+                format!("must be a list, found {}", doc::type_name(other)),
+            ))
+        }
+    };
+    let mut apis = Vec::with_capacity(list.len());
+    let mut catalog = Catalog::default();
+    for (i, entry) in list.iter().enumerate() {
+        let mut f = Fields::new(format!("apis[{i}]"), entry)?;
+        let mut provider = f
+            .opt_object("apiProvider")?
+            .ok_or_else(|| f.err("apiProvider", "required"))?;
+        let upstream = parse_upstream(&mut provider)?;
+        let api_key = parse_api_key(&mut provider)?;
+        let headers = parse_headers(&mut provider)?;
+        let provider_path = provider.path().to_string();
+        provider.deny_unknown()?;
+        let spec_text = match f.required("api")? {
+            Value::String(s) if !s.trim().is_empty() => s.clone(),
+            Value::String(_) => return Err(f.err("api", "must not be empty")),
+            // An already-parsed document (the YAML config held the spec as a map) is accepted too.
+            other @ Value::Object(_) => other.to_string(),
+            other => {
+                return Err(f.err(
+                    "api",
+                    format!(
+                        "must be an OpenAPI document as text, found {}",
+                        doc::type_name(other)
+                    ),
+                ))
+            }
+        };
+        let api_path = f.child_path("api");
+        f.deny_unknown()?;
+        let loaded =
+            openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
+        if upstream.authority.is_none() && upstream.service.is_none() {
+            if let Some(tool) = loaded.tools.iter().find(|t| t.server.host.is_none()) {
+                return Err(ConfigError::new(
+                    &format!("{provider_path}.domain"),
+                    format!(
+                        "required: the server URL of tool '{}' has no host",
+                        tool.name
+                    ),
+                ));
+            }
+        }
+        warnings.extend(
+            loaded
+                .warnings
+                .into_iter()
+                .map(|w| format!("{api_path}: {w}")),
+        );
+        catalog
+            .extend(loaded.tools)
+            .map_err(|e| ConfigError::new(&api_path, e))?;
+        apis.push(Api {
+            upstream,
+            api_key,
+            headers,
+        });
+    }
+    Ok((apis, catalog))
+}
+
+fn parse_api_key(provider: &mut Fields<'_>) -> Result<Option<ApiKey>, ConfigError> {
+    let Some(mut f) = provider.opt_object("apiKey")? else {
+        return Ok(None);
+    };
+    let location = f.opt_str("in")?;
+    let name = f.opt_nonempty("name")?;
+    let value = f.opt_str("value")?.unwrap_or_default();
+    let key = match location.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("none") | Some("") => None,
+        Some(place @ ("header" | "query")) => {
+            let name = name.ok_or_else(|| f.err("name", "required"))?;
+            check_header_text(&f, "name", &name)?;
+            check_header_text(&f, "value", &value)?;
+            Some(if place == "header" {
+                ApiKey::Header { name, value }
+            } else {
+                ApiKey::Query { name, value }
+            })
+        }
+        Some(other) => {
+            return Err(f.err(
+                "in",
+                format!("must be 'header', 'query' or 'none', found '{other}'"),
+            ))
+        }
+    };
+    f.deny_unknown()?;
+    Ok(key)
+}
+
+fn parse_headers(provider: &mut Fields<'_>) -> Result<Vec<(String, String)>, ConfigError> {
+    let Some(f) = provider.opt_object("headers")? else {
+        return Ok(Vec::new());
+    };
+    let path = f.path().to_string();
+    let Some(Value::Object(map)) = provider.get("headers") else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(map.len());
+    for (name, value) in map {
+        let p = format!("{path}.{name}");
+        let Value::String(value) = value else {
+            return Err(ConfigError::new(
+                &p,
+                format!("must be a string, found {}", doc::type_name(value)),
+            ));
+        };
+        if name.is_empty() || name.starts_with(':') || !name.bytes().all(is_token_byte) {
+            return Err(ConfigError::new(&p, "not a valid header name"));
+        }
+        if value.contains(['\r', '\n', '\0']) {
+            return Err(ConfigError::new(
+                &p,
+                "header value must not contain CR, LF or NUL",
+            ));
+        }
+        out.push((name.to_ascii_lowercase(), value.clone()));
+    }
+    Ok(out)
+}
+
+fn check_header_text(f: &Fields<'_>, key: &str, text: &str) -> Result<(), ConfigError> {
+    if text.contains(['\r', '\n', '\0']) {
+        return Err(f.err(key, "must not contain CR, LF or NUL"));
+    }
+    Ok(())
+}
+
+/// RFC 9110 `tchar`.
+pub fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn parse_template(root: &mut Fields<'_>) -> Result<Template, ConfigError> {
+    let Some(mut f) = root.opt_object("promptTemplate")? else {
+        return Ok(Template::english());
+    };
+    let language = f.opt_str("language")?;
+    let chinese = match language.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        None | Some("EN") | Some("") => false,
+        Some("CH") | Some("ZH") | Some("CN") => true,
+        Some(other) => {
+            return Err(f.err("language", format!("must be 'EN' or 'CH', found '{other}'")))
+        }
+    };
+    let en = f
+        .opt_object("enTemplate")?
+        .map(parse_template_words)
+        .transpose()?;
+    let ch = f
+        .opt_object("chTemplate")?
+        .map(parse_template_words)
+        .transpose()?;
+    f.deny_unknown()?;
+    let mut t = if chinese {
+        Template::chinese()
+    } else {
+        Template::english()
+    };
+    if let Some(words) = if chinese { ch } else { en } {
+        t.apply_words(words);
+    }
+    Ok(t)
+}
+
+/// `question`, `thought1`, `observation`, `thought2` (each optional).
+fn parse_template_words(mut f: Fields<'_>) -> Result<[Option<String>; 4], ConfigError> {
+    let words = [
+        f.opt_nonempty("question")?,
+        f.opt_nonempty("thought1")?,
+        f.opt_nonempty("observation")?,
+        f.opt_nonempty("thought2")?,
+    ];
+    f.deny_unknown()?;
+    Ok(words)
+}
+
+fn parse_json_resp(root: &mut Fields<'_>) -> Result<Option<JsonResp>, ConfigError> {
+    let Some(mut f) = root.opt_object("jsonResp")? else {
+        return Ok(None);
+    };
+    let enable = f.opt_bool("enable")?.unwrap_or(false);
+    let schema = match f.get("jsonSchema") {
+        None => None,
+        Some(Value::String(s)) => Some(
+            doc::parse(s).map_err(|e| f.err("jsonSchema", format!("the schema text is {e}")))?,
+        ),
+        Some(v @ Value::Object(_)) => Some(v.clone()),
+        Some(other) => {
+            return Err(f.err(
+                "jsonSchema",
+                format!(
+                    "must be an object or a JSON/YAML string, found {}",
+                    doc::type_name(other)
+                ),
+            ))
+        }
+    };
+    let max_retry = f.opt_uint("maxRetry", 0, 10)?.unwrap_or(3) as u32;
+    let use_response_format = f.opt_bool("useResponseFormat")?.unwrap_or(false);
+    f.deny_unknown()?;
+    if !enable {
+        return Ok(None);
+    }
+    let schema = schema.ok_or_else(|| {
+        ConfigError::new(
+            "jsonResp.jsonSchema",
+            "required when jsonResp.enable is true",
+        )
+    })?;
+    if !schema.is_object() {
+        return Err(ConfigError::new(
+            "jsonResp.jsonSchema",
+            "must be a JSON Schema object",
+        ));
+    }
+    Ok(Some(JsonResp {
+        schema,
+        max_retry,
+        use_response_format,
+    }))
+}

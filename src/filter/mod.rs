@@ -1,0 +1,1 @@
+//! Proxy-Wasm host shim (wasm32 only).

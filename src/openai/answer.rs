@@ -1,0 +1,89 @@
+//! What the client receives: a `chat.completion`, the same answer as a `chat.completion.chunk` SSE
+//! stream, or an OpenAI error object (as JSON, or as an SSE error event for streaming clients).
+
+use super::Usage;
+use serde_json::{json, Value};
+
+pub const JSON: &str = "application/json";
+pub const SSE: &str = "text/event-stream";
+
+/// A final answer, rendered the same way for every path that ends the loop.
+#[derive(Debug, Clone)]
+pub struct Answer<'a> {
+    pub id: &'a str,
+    pub created: u64,
+    pub model: &'a str,
+    pub content: &'a str,
+    pub finish_reason: &'a str,
+    pub usage: Usage,
+}
+
+fn usage_json(u: Usage) -> Value {
+    json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens})
+}
+
+pub fn completion(a: &Answer<'_>) -> Vec<u8> {
+    let body = json!({
+        "id": a.id,
+        "object": "chat.completion",
+        "created": a.created,
+        "model": a.model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": a.content, "refusal": null},
+            "logprobs": null,
+            "finish_reason": a.finish_reason,
+        }],
+        "usage": usage_json(a.usage),
+    });
+    body.to_string().into_bytes()
+}
+
+/// Role chunk, content chunk, finish chunk, then a usage chunk when asked for, then `[DONE]`.
+pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
+    let chunk = |delta: Value, finish: Value| {
+        let mut c = json!({
+            "id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+        });
+        if include_usage {
+            c["usage"] = Value::Null;
+        }
+        c
+    };
+    let mut events = vec![
+        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+        chunk(json!({"content": a.content}), Value::Null),
+        chunk(json!({}), json!(a.finish_reason)),
+    ];
+    if include_usage {
+        events.push(json!({
+            "id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model,
+            "choices": [], "usage": usage_json(a.usage),
+        }));
+    }
+    let mut out = Vec::with_capacity(a.content.len() * 2 + 512);
+    for e in events {
+        push_event(&mut out, &e.to_string());
+    }
+    push_event(&mut out, "[DONE]");
+    out
+}
+
+/// `{"error": {"message", "type", "param", "code"}}`.
+pub fn error(message: &str, kind: &str, code: &str) -> Value {
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+pub fn error_sse(err: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    push_event(&mut out, &err.to_string());
+    push_event(&mut out, "[DONE]");
+    out
+}
+
+fn push_event(out: &mut Vec<u8>, data: &str) {
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(data.as_bytes());
+    out.extend_from_slice(b"\n\n");
+}

@@ -1,0 +1,290 @@
+//! OpenAI chat-completions shapes: the client's request (typed where we read it, the rest kept as
+//! sent), the LLM's reply, and the answers we write (JSON, SSE chunks, errors).
+
+pub mod answer;
+
+use crate::doc::{truncate, type_name};
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The JSON text the model wrote.
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    /// The text content; array content is flattened (non-text parts described).
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// The request as the client sent it; fields we do not touch are forwarded unchanged.
+    pub raw: Map<String, Value>,
+    pub messages: Vec<Message>,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub model: Option<String>,
+}
+
+impl ChatRequest {
+    /// A client body; `Err` is the message of a 400 answer.
+    pub fn parse(body: &[u8]) -> Result<ChatRequest, String> {
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|e| format!("the request body is not valid JSON: {e}"))?;
+        let Value::Object(raw) = value else {
+            return Err(format!(
+                "the request body must be a JSON object, not {}",
+                type_name(&value)
+            ));
+        };
+        let messages = match raw.get("messages") {
+            Some(Value::Array(list)) if !list.is_empty() => list
+                .iter()
+                .enumerate()
+                .map(|(i, m)| parse_message(m).map_err(|e| format!("messages[{i}]: {e}")))
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(Value::Array(_)) => return Err("'messages' must not be empty".into()),
+            Some(other) => {
+                return Err(format!(
+                    "'messages' must be an array, not {}",
+                    type_name(other)
+                ))
+            }
+            None => return Err("'messages' is required".into()),
+        };
+        let question = messages.iter().rev().find(|m| m.role == Role::User);
+        if question.is_none_or(|m| m.text.trim().is_empty()) {
+            return Err("the conversation needs a user message with text (the question)".into());
+        }
+        let stream = flag(&raw, "stream")?;
+        let include_usage = match raw.get("stream_options") {
+            Some(Value::Object(o)) => o
+                .get("include_usage")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            _ => false,
+        };
+        if let Some(n) = raw.get("n") {
+            if n.as_u64() != Some(1) && !n.is_null() {
+                return Err("'n' must be 1: the agent produces one answer".into());
+            }
+        }
+        let model = raw.get("model").and_then(Value::as_str).map(str::to_string);
+        Ok(ChatRequest {
+            raw,
+            messages,
+            stream,
+            include_usage,
+            model,
+        })
+    }
+
+    /// The question: the last user message's text.
+    pub fn question(&self) -> &str {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map_or("", |m| m.text.as_str())
+    }
+}
+
+fn flag(raw: &Map<String, Value>, key: &str) -> Result<bool, String> {
+    match raw.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(format!(
+            "'{key}' must be true or false, not {}",
+            type_name(other)
+        )),
+    }
+}
+
+fn parse_message(m: &Value) -> Result<Message, String> {
+    let role = match m.get("role").and_then(Value::as_str) {
+        Some("system") | Some("developer") => Role::System,
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        Some("tool") | Some("function") => Role::Tool,
+        Some(other) => return Err(format!("unknown role '{other}'")),
+        None => return Err("'role' is required".into()),
+    };
+    let text = content_text(m.get("content"))?;
+    let tool_calls = match m.get("tool_calls") {
+        Some(Value::Array(calls)) => calls
+            .iter()
+            .map(parse_tool_call)
+            .collect::<Result<_, _>>()?,
+        _ => Vec::new(),
+    };
+    let tool_call_id = m
+        .get("tool_call_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Ok(Message {
+        role,
+        text,
+        tool_calls,
+        tool_call_id,
+    })
+}
+
+/// String content, or an array of parts: text kept, other parts described in words.
+fn content_text(content: Option<&Value>) -> Result<String, String> {
+    match content {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut out: Vec<String> = Vec::with_capacity(parts.len());
+            for p in parts {
+                let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
+                out.push(match kind {
+                    "text" | "input_text" => p
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    "image_url" => match p.pointer("/image_url/url").and_then(Value::as_str) {
+                        Some(u) if !u.starts_with("data:") => {
+                            format!("[image: {}]", truncate(u, 200))
+                        }
+                        _ => "[image]".into(),
+                    },
+                    "" => return Err("a content part has no 'type'".into()),
+                    other => format!("[{other} content]"),
+                });
+            }
+            Ok(out.join("\n"))
+        }
+        Some(other) => Err(format!(
+            "'content' must be a string or an array of parts, not {}",
+            type_name(other)
+        )),
+    }
+}
+
+fn parse_tool_call(c: &Value) -> Result<ToolCall, String> {
+    let f = c.get("function").ok_or("a tool call has no 'function'")?;
+    let name = f
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or("a tool call has no function name")?;
+    let arguments = match f.get("arguments") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    };
+    let id = c
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Ok(ToolCall {
+        id,
+        name: name.to_string(),
+        arguments,
+    })
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.total_tokens += other.total_tokens;
+    }
+
+    fn from_value(v: Option<&Value>) -> Usage {
+        let get = |k: &str| {
+            v.and_then(|u| u.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        let (p, c) = (get("prompt_tokens"), get("completion_tokens"));
+        let total = match get("total_tokens") {
+            0 => p + c,
+            t => t,
+        };
+        Usage {
+            prompt_tokens: p,
+            completion_tokens: c,
+            total_tokens: total,
+        }
+    }
+}
+
+/// The parts of an LLM reply the loop uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmReply {
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub model: Option<String>,
+    pub usage: Usage,
+}
+
+impl LlmReply {
+    /// A chat.completion body; `Err` says what is wrong with it.
+    pub fn parse(body: &[u8]) -> Result<LlmReply, String> {
+        let v: Value = serde_json::from_slice(body).map_err(|e| {
+            format!(
+                "the LLM's reply is not JSON ({e}): {}",
+                truncate(&String::from_utf8_lossy(body), 200)
+            )
+        })?;
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| err.to_string(), str::to_string);
+            return Err(format!(
+                "the LLM returned an error: {}",
+                truncate(&msg, 300)
+            ));
+        }
+        let message = v
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .and_then(|c| c.get("message"))
+            .ok_or("the LLM's reply has no choices[0].message")?;
+        let content =
+            content_text(message.get("content")).map_err(|e| format!("the LLM's reply: {e}"))?;
+        let tool_calls = match message.get("tool_calls") {
+            Some(Value::Array(calls)) => calls
+                .iter()
+                .map(parse_tool_call)
+                .collect::<Result<_, _>>()?,
+            _ => Vec::new(),
+        };
+        Ok(LlmReply {
+            content,
+            tool_calls,
+            model: v.get("model").and_then(Value::as_str).map(str::to_string),
+            usage: Usage::from_value(v.get("usage")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

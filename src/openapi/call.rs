@@ -1,0 +1,397 @@
+//! A tool call (the model's JSON arguments) → an HTTP request. Path parameters are percent-encoded as
+//! one segment each, so no value can change the path; query and form values are percent-encoded; header
+//! values with CR/LF are refused. Arguments the model got wrong are reported back to it, never sent.
+
+use super::{Body, BodyLayout, Location, Media, Param, Style, Tool};
+use crate::config::{Api, ApiKey};
+use crate::doc::type_name;
+use serde_json::{Map, Value};
+use std::fmt::Write;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRequest {
+    pub method: &'static str,
+    /// Path and query string, ready for `:path`.
+    pub path: String,
+    pub authority: String,
+    /// Lower-case names.
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+}
+
+/// Builds the request for `tool` called with `args` on `api`. `Err` is a message for the model.
+pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String> {
+    let empty = Map::new();
+    let args = match args {
+        Value::Object(m) => m,
+        Value::Null => &empty,
+        other => {
+            return Err(format!(
+                "the arguments must be a JSON object, not {}",
+                type_name(other)
+            ))
+        }
+    };
+    check_arguments(tool, args)?;
+    let mut path = format!(
+        "{}{}",
+        tool.server.base_path,
+        expand_path(&tool.path, &tool.params, args)?
+    );
+    if !path.starts_with('/') {
+        path.insert(0, '/');
+    }
+    let mut query = String::new();
+    let mut headers: Vec<(String, String)> = Vec::new();
+    let mut cookies: Vec<String> = Vec::new();
+    for p in &tool.params {
+        let Some(v) = args.get(&p.name).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        match p.location {
+            Location::Path => {}
+            Location::Query => append_query(&mut query, p, v),
+            Location::Header => headers.push((p.name.to_ascii_lowercase(), header_value(p, v)?)),
+            Location::Cookie => cookies.push(format!(
+                "{}={}",
+                p.name,
+                encode(&scalar_list(v, ","), QUERY)
+            )),
+        }
+    }
+    if !cookies.is_empty() {
+        headers.push(("cookie".into(), cookies.join("; ")));
+    }
+    let body = match &tool.body {
+        Some(b) => body(b, args)?,
+        None => None,
+    };
+    if let (Some(_), Some(b)) = (&body, &tool.body) {
+        headers.push(("content-type".into(), b.content_type.clone()));
+    }
+    match &api.api_key {
+        Some(ApiKey::Query { name, value }) => push_pair(&mut query, name, value),
+        Some(ApiKey::Header { name, value }) => {
+            headers.push((name.to_ascii_lowercase(), value.clone()))
+        }
+        None => {}
+    }
+    for (name, value) in &api.headers {
+        headers.retain(|(n, _)| n != name);
+        headers.push((name.clone(), value.clone()));
+    }
+    if !query.is_empty() {
+        path.push('?');
+        path.push_str(&query);
+    }
+    let up = &api.upstream;
+    let authority = match (&up.authority, &tool.server.host) {
+        (Some(domain), _) => domain.clone(),
+        (None, Some(host)) => host.clone(),
+        (None, None) => up.authority_or_service(),
+    };
+    Ok(ToolRequest {
+        method: tool.method,
+        path,
+        authority,
+        headers,
+        body,
+    })
+}
+
+/// Required arguments present, no unknown ones, top-level types and enums right.
+fn check_arguments(tool: &Tool, args: &Map<String, Value>) -> Result<(), String> {
+    let props = tool.schema.get("properties").and_then(Value::as_object);
+    let known = |k: &str| props.is_some_and(|p| p.contains_key(k));
+    let unknown: Vec<&str> = args
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !known(k))
+        .collect();
+    if !unknown.is_empty() {
+        let valid: Vec<&str> = props
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        return Err(format!(
+            "unknown argument(s) {}; '{}' takes: {}",
+            quoted(&unknown),
+            tool.name,
+            if valid.is_empty() {
+                "no arguments".to_string()
+            } else {
+                valid.join(", ")
+            }
+        ));
+    }
+    if let Some(required) = tool.schema.get("required").and_then(Value::as_array) {
+        let missing: Vec<&str> = required
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|k| args.get(*k).is_none_or(Value::is_null))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!("missing required argument(s) {}", quoted(&missing)));
+        }
+    }
+    for (k, v) in args {
+        let Some(schema) = props.and_then(|p| p.get(k)) else {
+            continue;
+        };
+        let textual = tool.params.iter().any(|p| &p.name == k);
+        check_value(k, schema, v, textual)?;
+    }
+    Ok(())
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `textual`: the value ends up as text (path, query, header), so `"3"` for an integer and `3` for a
+/// string are the same thing; a body value must have the declared JSON type.
+fn check_value(name: &str, schema: &Value, v: &Value, textual: bool) -> Result<(), String> {
+    if v.is_null() {
+        return Ok(());
+    }
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() && !types.iter().any(|t| type_ok(t, v, textual)) {
+        return Err(format!(
+            "argument '{name}' must be of type {}, got {} {}",
+            types.join(" or "),
+            type_name(v),
+            crate::doc::truncate(&v.to_string(), 100)
+        ));
+    }
+    if let Some(Value::Array(allowed)) = schema.get("enum") {
+        let ok = allowed
+            .iter()
+            .any(|a| a == v || (textual && text_of(a) == text_of(v)));
+        if !ok {
+            let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+            return Err(format!(
+                "argument '{name}' must be one of {}, got {v}",
+                list.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn type_ok(t: &str, v: &Value, textual: bool) -> bool {
+    let text = v.as_str().map(str::trim);
+    match t {
+        "string" => v.is_string() || (textual && (v.is_number() || v.is_boolean())),
+        "integer" => {
+            v.as_f64().is_some_and(|f| f.fract() == 0.0)
+                || (textual && text.is_some_and(|s| s.parse::<i64>().is_ok()))
+        }
+        "number" => v.is_number() || (textual && text.is_some_and(|s| s.parse::<f64>().is_ok())),
+        "boolean" => v.is_boolean() || (textual && matches!(text, Some("true" | "false"))),
+        "array" => v.is_array(),
+        "object" => v.is_object(),
+        "null" => v.is_null(),
+        _ => true,
+    }
+}
+
+fn expand_path(
+    template: &str,
+    params: &[Param],
+    args: &Map<String, Value>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let len = rest[start..].find('}').unwrap_or(rest.len() - start);
+        let name = &rest[start + 1..start + len];
+        let p = params
+            .iter()
+            .find(|p| p.location == Location::Path && p.name == name);
+        let v = args
+            .get(name)
+            .filter(|v| !v.is_null())
+            .ok_or_else(|| format!("missing required argument '{name}'"))?;
+        if text_of(v).is_empty() {
+            return Err(format!(
+                "argument '{name}' is part of the path and must not be empty"
+            ));
+        }
+        out.push_str(&path_value(p, name, v));
+        rest = rest.get(start + len + 1..).unwrap_or("");
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// One path parameter, `simple` style unless the spec says `label` or `matrix`. Every item is encoded
+/// so that it stays inside its segment: `/`, `?`, `#` and a lone `.` or `..` are escaped.
+fn path_value(p: Option<&Param>, name: &str, v: &Value) -> String {
+    let style = p.map_or(Style::Simple, |p| p.style);
+    let explode = p.is_some_and(|p| p.explode);
+    let items = flatten(v, explode);
+    let enc: Vec<String> = items.iter().map(|s| encode_segment(s)).collect();
+    match style {
+        Style::Label => format!(".{}", enc.join(if explode { "." } else { "," })),
+        Style::Matrix if explode && v.is_array() => {
+            enc.iter().map(|e| format!(";{name}={e}")).collect()
+        }
+        Style::Matrix => format!(";{name}={}", enc.join(",")),
+        _ => enc.join(","),
+    }
+}
+
+/// Scalars as text; arrays item by item; objects as `k,v,…` (or `k=v` items when exploded).
+fn flatten(v: &Value, explode: bool) -> Vec<String> {
+    match v {
+        Value::Array(items) => items.iter().map(text_of).collect(),
+        Value::Object(m) if explode => m
+            .iter()
+            .map(|(k, v)| format!("{k}={}", text_of(v)))
+            .collect(),
+        Value::Object(m) => m
+            .iter()
+            .flat_map(|(k, v)| [k.clone(), text_of(v)])
+            .collect(),
+        other => vec![text_of(other)],
+    }
+}
+
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn scalar_list(v: &Value, sep: &str) -> String {
+    flatten(v, false).join(sep)
+}
+
+fn append_query(q: &mut String, p: &Param, v: &Value) {
+    match (v, p.style) {
+        (Value::Array(items), Style::Form) if p.explode => items
+            .iter()
+            .for_each(|i| push_pair(q, &p.name, &text_of(i))),
+        (Value::Array(items), Style::SpaceDelimited | Style::PipeDelimited) => {
+            let sep = if p.style == Style::SpaceDelimited {
+                " "
+            } else {
+                "|"
+            };
+            push_pair(
+                q,
+                &p.name,
+                &items.iter().map(text_of).collect::<Vec<_>>().join(sep),
+            )
+        }
+        (Value::Object(m), Style::DeepObject) => m
+            .iter()
+            .for_each(|(k, v)| push_pair(q, &format!("{}[{k}]", p.name), &text_of(v))),
+        (Value::Object(m), _) if p.explode => {
+            m.iter().for_each(|(k, v)| push_pair(q, k, &text_of(v)))
+        }
+        (Value::Array(_) | Value::Object(_), _) => {
+            // Non-exploded form: the commas separate items and stay literal.
+            let items: Vec<String> = flatten(v, false).iter().map(|s| encode(s, QUERY)).collect();
+            sep(q);
+            let _ = write!(q, "{}={}", encode(&p.name, QUERY), items.join(","));
+        }
+        _ => push_pair(q, &p.name, &text_of(v)),
+    }
+}
+
+fn sep(q: &mut String) {
+    if !q.is_empty() {
+        q.push('&');
+    }
+}
+
+fn push_pair(q: &mut String, name: &str, value: &str) {
+    sep(q);
+    let _ = write!(q, "{}={}", encode(name, QUERY), encode(value, QUERY));
+}
+
+fn header_value(p: &Param, v: &Value) -> Result<String, String> {
+    let text = flatten(v, p.explode).join(",");
+    if text.contains(['\r', '\n', '\0']) {
+        return Err(format!(
+            "argument '{}' is a header and must not contain line breaks",
+            p.name
+        ));
+    }
+    Ok(text)
+}
+
+fn body(b: &Body, args: &Map<String, Value>) -> Result<Option<Vec<u8>>, String> {
+    let value = match &b.layout {
+        BodyLayout::Whole(name) => match args.get(name) {
+            Some(v) if !v.is_null() => v.clone(),
+            _ => return Ok(None),
+        },
+        BodyLayout::Properties(names) => {
+            let m: Map<String, Value> = names
+                .iter()
+                .filter_map(|n| args.get(n).map(|v| (n.clone(), v.clone())))
+                .collect();
+            if m.is_empty() && !b.required {
+                return Ok(None);
+            }
+            Value::Object(m)
+        }
+    };
+    Ok(Some(match b.media {
+        Media::Json => serde_json::to_vec(&value).map_err(|e| e.to_string())?,
+        Media::Form => form(&value).into_bytes(),
+    }))
+}
+
+fn form(v: &Value) -> String {
+    let mut q = String::new();
+    if let Value::Object(m) = v {
+        for (k, v) in m {
+            match v {
+                Value::Array(items) => items.iter().for_each(|i| push_pair(&mut q, k, &text_of(i))),
+                Value::Object(_) => push_pair(&mut q, k, &v.to_string()),
+                other => push_pair(&mut q, k, &text_of(other)),
+            }
+        }
+    }
+    q
+}
+
+/// Bytes kept as they are: RFC 3986 unreserved characters only.
+const QUERY: fn(u8) -> bool = |b| b.is_ascii_alphanumeric() || b"-._~".contains(&b);
+
+fn encode(s: &str, keep: fn(u8) -> bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        if keep(b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// One path segment: unreserved bytes kept, and a value of `.` or `..` escaped as well, since a server
+/// would read it as a relative step.
+pub fn encode_segment(s: &str) -> String {
+    if s == "." || s == ".." {
+        return s.replace('.', "%2E");
+    }
+    encode(s, QUERY)
+}
+
+#[cfg(test)]
+mod tests;

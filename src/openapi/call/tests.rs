@@ -1,0 +1,169 @@
+use super::*;
+use crate::config::Upstream;
+use crate::openapi::load;
+use serde_json::json;
+
+const SPEC: &str = r#"
+openapi: 3.0.3
+info: {title: t, version: "1"}
+servers: [{url: "https://api.example.com/v2/"}]
+paths:
+  /files/{name}:
+    get:
+      operationId: getFile
+      parameters:
+        - {name: name, in: path, required: true, schema: {type: string}}
+        - {name: tags, in: query, schema: {type: array, items: {type: string}}}
+        - {name: ids, in: query, explode: false, schema: {type: array, items: {type: integer}}}
+        - {name: limit, in: query, schema: {type: integer}}
+        - {name: mode, in: query, schema: {type: string, enum: [fast, slow]}}
+        - {name: X-Trace, in: header, schema: {type: string}}
+  /orders:
+    post:
+      operationId: placeOrder
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [petId]
+              properties:
+                petId: {type: integer}
+                note: {type: string}
+  /search:
+    post:
+      operationId: search
+      requestBody:
+        content:
+          application/x-www-form-urlencoded:
+            schema: {type: object, properties: {q: {type: string}, page: {type: integer}}}
+"#;
+
+fn api(key: Option<ApiKey>) -> Api {
+    Api {
+        upstream: Upstream {
+            cluster: "c".into(),
+            authority: None,
+            service: None,
+            timeout_ms: 1000,
+        },
+        api_key: key,
+        headers: vec![("authorization".into(), "Bearer t".into())],
+    }
+}
+
+fn call(name: &str, args: Value) -> Result<ToolRequest, String> {
+    let loaded = load(SPEC, 0).unwrap();
+    let tool = loaded.tools.iter().find(|t| t.name == name).unwrap();
+    build(
+        tool,
+        &api(Some(ApiKey::Query {
+            name: "key".into(),
+            value: "k&1".into(),
+        })),
+        &args,
+    )
+}
+
+#[test]
+fn path_values_stay_in_their_segment() {
+    for (value, expected) in [
+        ("../admin", "/v2/files/..%2Fadmin"),
+        ("a/b?c#d", "/v2/files/a%2Fb%3Fc%23d"),
+        ("..", "/v2/files/%2E%2E"),
+        (".", "/v2/files/%2E"),
+        ("北京", "/v2/files/%E5%8C%97%E4%BA%AC"),
+        ("a b", "/v2/files/a%20b"),
+    ] {
+        let r = call("getFile", json!({"name": value})).unwrap();
+        assert_eq!(r.path, format!("{expected}?key=k%261"), "{value}");
+    }
+}
+
+#[test]
+fn query_styles_and_auth() {
+    let r = call("getFile", json!({"name": "x", "tags": ["a b", "c"], "ids": [1, 2], "limit": "3", "mode": "fast", "X-Trace": "t1"})).unwrap();
+    assert_eq!(
+        r.path,
+        "/v2/files/x?tags=a%20b&tags=c&ids=1,2&limit=3&mode=fast&key=k%261"
+    );
+    assert_eq!(r.authority, "api.example.com");
+    assert_eq!(r.method, "GET");
+    assert!(r.headers.contains(&("x-trace".into(), "t1".into())));
+    assert!(r
+        .headers
+        .contains(&("authorization".into(), "Bearer t".into())));
+    assert_eq!(r.body, None);
+}
+
+#[test]
+fn bad_arguments_are_explained() {
+    assert_eq!(
+        call("getFile", json!({})).unwrap_err(),
+        "missing required argument(s) 'name'"
+    );
+    assert!(call("getFile", json!({"name": "x", "limit": "many"}))
+        .unwrap_err()
+        .contains("'limit' must be of type integer"));
+    assert!(call("getFile", json!({"name": "x", "mode": "medium"}))
+        .unwrap_err()
+        .contains("one of \"fast\", \"slow\""));
+    assert!(call("getFile", json!({"name": "x", "colour": 1}))
+        .unwrap_err()
+        .contains("unknown argument(s) 'colour'"));
+    assert!(
+        call("getFile", json!({"name": "x", "X-Trace": "a\r\nb: c"}))
+            .unwrap_err()
+            .contains("line breaks")
+    );
+    assert!(call("getFile", json!({"name": ""}))
+        .unwrap_err()
+        .contains("must not be empty"));
+    assert!(call("getFile", json!("x"))
+        .unwrap_err()
+        .contains("JSON object"));
+    assert!(call("placeOrder", json!({"petId": "12"}))
+        .unwrap_err()
+        .contains("'petId' must be of type integer"));
+}
+
+#[test]
+fn json_body_holds_only_its_properties() {
+    let r = call("placeOrder", json!({"note": "hi", "petId": 12})).unwrap();
+    assert_eq!(r.method, "POST");
+    assert_eq!(r.path, "/v2/orders?key=k%261");
+    assert_eq!(
+        r.body.as_deref(),
+        Some(br#"{"petId":12,"note":"hi"}"#.as_slice())
+    );
+    assert!(r
+        .headers
+        .contains(&("content-type".into(), "application/json".into())));
+}
+
+#[test]
+fn form_body() {
+    let r = call("search", json!({"q": "a&b=c", "page": 2})).unwrap();
+    assert_eq!(r.body.as_deref(), Some(b"q=a%26b%3Dc&page=2".as_slice()));
+    assert!(r.headers.contains(&(
+        "content-type".into(),
+        "application/x-www-form-urlencoded".into()
+    )));
+    let r = call("search", json!({})).unwrap();
+    assert_eq!(r.body, None);
+}
+
+#[test]
+fn header_api_key_and_domain_override() {
+    let loaded = load(SPEC, 0).unwrap();
+    let mut a = api(Some(ApiKey::Header {
+        name: "X-Api-Key".into(),
+        value: "s3".into(),
+    }));
+    a.upstream.authority = Some("internal.svc:8080".into());
+    let r = build(&loaded.tools[0], &a, &json!({"name": "n"})).unwrap();
+    assert!(r.headers.contains(&("x-api-key".into(), "s3".into())));
+    assert_eq!(r.authority, "internal.svc:8080");
+    assert_eq!(r.path, "/v2/files/n");
+}

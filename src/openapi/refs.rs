@@ -1,0 +1,267 @@
+//! Local `$ref` resolution. References are inlined; a reference that leads back into itself (a tree of
+//! comments, say) is kept as `{"$ref": "#/$defs/Name"}` and its target emitted once under `$defs`, so the
+//! result stays a finite, valid JSON Schema.
+
+use super::{ErrorKind, OpenApiError};
+use serde_json::{Map, Value};
+
+const MAX_DEPTH: usize = 64;
+
+/// Keywords of OpenAPI's schema dialect that mean nothing to a model or a JSON Schema validator.
+const DROPPED_KEYWORDS: [&str; 3] = ["xml", "externalDocs", "discriminator"];
+
+pub struct Resolver<'a> {
+    root: &'a Value,
+}
+
+/// Recursive targets met while resolving one schema, emitted as `$defs`.
+#[derive(Default)]
+pub struct Defs {
+    pending: Vec<String>,
+    done: Map<String, Value>,
+}
+
+impl<'a> Resolver<'a> {
+    pub fn new(root: &'a Value) -> Self {
+        Resolver { root }
+    }
+
+    /// The object a `$ref` points at (no further resolution).
+    pub fn target(&self, reference: &str) -> Result<&'a Value, OpenApiError> {
+        let Some(pointer) = reference.strip_prefix('#') else {
+            return Err(OpenApiError::new(
+                ErrorKind::ExternalRef,
+                format!("'{reference}': only references inside the document (#/...) are supported"),
+            ));
+        };
+        let pointer = percent_decode(pointer);
+        self.root.pointer(&pointer).ok_or_else(|| {
+            OpenApiError::new(
+                ErrorKind::BrokenRef,
+                format!("'{reference}' points at nothing"),
+            )
+        })
+    }
+
+    /// Follows `$ref` chains on an object that must be an object (a parameter, a request body).
+    pub fn deref(&self, mut v: &'a Value) -> Result<&'a Value, OpenApiError> {
+        for _ in 0..MAX_DEPTH {
+            match v.get("$ref").and_then(Value::as_str) {
+                Some(r) => v = self.target(r)?,
+                None => return Ok(v),
+            }
+        }
+        Err(OpenApiError::new(
+            ErrorKind::RefCycle,
+            "a chain of $refs that never ends",
+        ))
+    }
+
+    /// A schema with every reference resolved; recursive ones collected in `defs`.
+    pub fn schema(&self, v: &Value, defs: &mut Defs) -> Result<Value, OpenApiError> {
+        let mut stack = Vec::new();
+        self.walk(v, &mut stack, defs, 0)
+    }
+
+    /// Resolves the targets `schema` left pending and returns them as a `$defs` map (empty if none).
+    pub fn finish_defs(&self, mut defs: Defs) -> Result<Map<String, Value>, OpenApiError> {
+        while let Some(reference) = defs.pending.pop() {
+            let name = def_name(&reference);
+            if defs.done.contains_key(&name) {
+                continue;
+            }
+            defs.done.insert(name.clone(), Value::Null);
+            let target = self.target(&reference)?;
+            let mut stack = vec![reference];
+            let resolved = self.walk(target, &mut stack, &mut defs, 0)?;
+            defs.done.insert(name, resolved);
+        }
+        Ok(defs.done)
+    }
+
+    fn walk(
+        &self,
+        v: &Value,
+        stack: &mut Vec<String>,
+        defs: &mut Defs,
+        depth: usize,
+    ) -> Result<Value, OpenApiError> {
+        if depth > MAX_DEPTH {
+            return Err(OpenApiError::new(
+                ErrorKind::TooDeep,
+                format!("schema nested deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        match v {
+            Value::Object(map) => {
+                if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
+                    return self.walk_ref(reference, map, stack, defs, depth);
+                }
+                let mut out = Map::with_capacity(map.len());
+                for (k, child) in map {
+                    if k.starts_with("x-") || DROPPED_KEYWORDS.contains(&k.as_str()) {
+                        continue;
+                    }
+                    out.insert(k.clone(), self.walk(child, stack, defs, depth + 1)?);
+                }
+                Ok(nullable_to_type(out))
+            }
+            Value::Array(items) => items
+                .iter()
+                .map(|i| self.walk(i, stack, defs, depth + 1))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array),
+            other => Ok(other.clone()),
+        }
+    }
+
+    fn walk_ref(
+        &self,
+        reference: &str,
+        map: &Map<String, Value>,
+        stack: &mut Vec<String>,
+        defs: &mut Defs,
+        depth: usize,
+    ) -> Result<Value, OpenApiError> {
+        if stack.iter().any(|r| r == reference) {
+            defs.pending.push(reference.to_string());
+            return Ok(serde_json::json!({ "$ref": format!("#/$defs/{}", def_name(reference)) }));
+        }
+        let target = self.target(reference)?;
+        stack.push(reference.to_string());
+        let resolved = self.walk(target, stack, defs, depth + 1);
+        stack.pop();
+        let mut resolved = resolved?;
+        // OpenAPI 3.1 allows keywords beside $ref (a description, say); they refine the target.
+        if let Value::Object(out) = &mut resolved {
+            for (k, child) in map {
+                if k != "$ref" && !k.starts_with("x-") {
+                    out.insert(k.clone(), self.walk(child, stack, defs, depth + 1)?);
+                }
+            }
+        }
+        Ok(resolved)
+    }
+}
+
+/// OpenAPI 3.0's `nullable: true` is JSON Schema's `type: [T, "null"]`.
+fn nullable_to_type(mut map: Map<String, Value>) -> Value {
+    if map.get("nullable") == Some(&Value::Bool(true)) {
+        if let Some(Value::String(t)) = map.get("type").cloned() {
+            map.insert("type".into(), serde_json::json!([t, "null"]));
+            map.remove("nullable");
+        }
+    }
+    Value::Object(map)
+}
+
+fn def_name(reference: &str) -> String {
+    let last = reference.rsplit('/').next().unwrap_or(reference);
+    let name: String = percent_decode(last)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        "def".into()
+    } else {
+        name
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn inlines_nested_refs_and_keeps_siblings() {
+        let doc = json!({"components": {"schemas": {
+            "Pet": {"type": "object", "properties": {"tag": {"$ref": "#/components/schemas/Tag"}}, "x-internal": 1},
+            "Tag": {"type": "string", "nullable": true}
+        }}});
+        let r = Resolver::new(&doc);
+        let mut defs = Defs::default();
+        let s = r
+            .schema(
+                &json!({"$ref": "#/components/schemas/Pet", "description": "a pet"}),
+                &mut defs,
+            )
+            .unwrap();
+        assert_eq!(
+            s,
+            json!({"type": "object", "properties": {"tag": {"type": ["string", "null"]}}, "description": "a pet"})
+        );
+        assert!(r.finish_defs(defs).unwrap().is_empty());
+    }
+
+    #[test]
+    fn cycles_become_defs() {
+        let doc = json!({"components": {"schemas": {
+            "Node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}}
+        }}});
+        let r = Resolver::new(&doc);
+        let mut defs = Defs::default();
+        let s = r
+            .schema(&json!({"$ref": "#/components/schemas/Node"}), &mut defs)
+            .unwrap();
+        assert_eq!(
+            s["properties"]["children"]["items"],
+            json!({"$ref": "#/$defs/Node"})
+        );
+        let defs = r.finish_defs(defs).unwrap();
+        assert_eq!(
+            defs["Node"]["properties"]["children"]["items"],
+            json!({"$ref": "#/$defs/Node"})
+        );
+    }
+
+    #[test]
+    fn broken_and_external_refs_are_named() {
+        let doc = json!({});
+        let r = Resolver::new(&doc);
+        let mut defs = Defs::default();
+        let e = r
+            .schema(&json!({"$ref": "#/components/schemas/Missing"}), &mut defs)
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::BrokenRef);
+        let e = r
+            .schema(&json!({"$ref": "other.yaml#/Pet"}), &mut defs)
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::ExternalRef);
+    }
+
+    #[test]
+    fn pointer_escapes() {
+        let doc = json!({"paths": {"/a/{b}": {"x": 1}}});
+        let r = Resolver::new(&doc);
+        assert_eq!(r.target("#/paths/~1a~1%7Bb%7D").unwrap(), &json!({"x": 1}));
+    }
+}

@@ -1,0 +1,4 @@
+//! What the model is told and how its replies are read.
+
+pub mod history;
+pub mod react;

@@ -1,0 +1,416 @@
+//! The ReAct prompt (EN and CH, with Higress's four template words) and the parser that reads a model's
+//! ReAct reply into one step.
+
+use crate::openapi::Catalog;
+use serde_json::Value;
+
+/// The instructions around the tool list. The words `question`, `thought1`, `observation`, `thought2`
+/// come from `promptTemplate`; the markers (`Question:`, `Action:` …) stay English because the parser
+/// reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    pub chinese: bool,
+    pub question: String,
+    pub thought1: String,
+    pub observation: String,
+    pub thought2: String,
+}
+
+impl Template {
+    pub fn english() -> Self {
+        Template {
+            chinese: false,
+            question: "input question to answer".into(),
+            thought1: "consider previous and subsequent steps".into(),
+            observation: "action result".into(),
+            thought2: "I know what to respond".into(),
+        }
+    }
+
+    pub fn chinese() -> Self {
+        Template {
+            chinese: true,
+            question: "输入要回答的问题".into(),
+            thought1: "考虑之前和之后的步骤".into(),
+            observation: "行动结果".into(),
+            thought2: "我知道该回应什么".into(),
+        }
+    }
+
+    pub fn apply_words(&mut self, words: [Option<String>; 4]) {
+        let [q, t1, o, t2] = words;
+        let slots = [
+            &mut self.question,
+            &mut self.thought1,
+            &mut self.observation,
+            &mut self.thought2,
+        ];
+        for (slot, word) in slots.into_iter().zip([q, t1, o, t2]) {
+            if let Some(w) = word {
+                *slot = w;
+            }
+        }
+    }
+
+    /// The system prompt: instructions, every tool with its JSON Schema, the valid actions. Rendered
+    /// once at configuration time.
+    pub fn render(&self, tools: &Catalog) -> String {
+        let mut list = String::new();
+        let params_label = if self.chinese {
+            "参数 (JSON Schema)"
+        } else {
+            "Parameters (JSON Schema)"
+        };
+        for t in tools.iter() {
+            list.push_str(&format!(
+                "{}: {}\n{params_label}: {}\n\n",
+                t.name, t.description, t.schema
+            ));
+        }
+        let names: Vec<String> = tools.iter().map(|t| format!("\"{}\"", t.name)).collect();
+        let text = if self.chinese { CH } else { EN };
+        text.replace("{tools}", list.trim_end())
+            .replace("{names}", &names.join(", "))
+            .replace("{question}", &self.question)
+            .replace("{thought1}", &self.thought1)
+            .replace("{observation}", &self.observation)
+            .replace("{thought2}", &self.thought2)
+    }
+
+    /// Said after a malformed reply, so the model can correct itself.
+    pub fn format_reminder(&self) -> &'static str {
+        if self.chinese {
+            REMINDER_CH
+        } else {
+            REMINDER_EN
+        }
+    }
+
+    /// Said when the tool-call limit is reached: answer now, from what you have.
+    pub fn final_request(&self) -> &'static str {
+        if self.chinese {
+            FINAL_CH
+        } else {
+            FINAL_EN
+        }
+    }
+}
+
+const EN: &str = r#"Respond to the human as helpfully and accurately as possible. You have access to the following tools:
+
+{tools}
+
+Use a json blob to specify a tool by providing an "action" key (the tool name) and an "action_input" key (the tool input: a JSON object that matches the tool's parameters).
+
+Valid "action" values: "Final Answer" or {names}
+
+Provide only ONE action per $JSON_BLOB, as shown:
+
+```
+{
+  "action": $TOOL_NAME,
+  "action_input": $INPUT
+}
+```
+
+Follow this format:
+
+Question: {question}
+Thought: {thought1}
+Action:
+```
+$JSON_BLOB
+```
+Observation: {observation}
+... (repeat Thought/Action/Observation N times)
+Thought: {thought2}
+Action:
+```
+{
+  "action": "Final Answer",
+  "action_input": "Final response to human"
+}
+```
+
+Begin! Reminder to ALWAYS respond with a valid json blob of a single action. Use tools if necessary. Respond directly if appropriate. Format is Action:```$JSON_BLOB```then Observation:."#;
+
+const CH: &str = r#"尽可能有帮助且准确地回答人类的问题。你可以使用以下工具：
+
+{tools}
+
+使用 json blob 指定一个工具：用 "action" 键给出工具名称，用 "action_input" 键给出工具输入（一个符合该工具参数的 JSON 对象）。
+
+有效的 "action" 值："Final Answer" 或 {names}
+
+每个 $JSON_BLOB 只提供一个 action，如下所示：
+
+```
+{
+  "action": $TOOL_NAME,
+  "action_input": $INPUT
+}
+```
+
+遵循以下格式：
+
+Question: {question}
+Thought: {thought1}
+Action:
+```
+$JSON_BLOB
+```
+Observation: {observation}
+...（Thought/Action/Observation 可以重复 N 次）
+Thought: {thought2}
+Action:
+```
+{
+  "action": "Final Answer",
+  "action_input": "对人类的最终回复"
+}
+```
+
+开始！提醒：始终用只含一个 action 的有效 json blob 回复。必要时使用工具，合适时直接回复。格式为 Action:```$JSON_BLOB``` 然后是 Observation:。"#;
+
+const REMINDER_EN: &str = "Reply in the format given above: either Action: with a json blob {\"action\": <tool name>, \"action_input\": {<arguments as a JSON object>}}, or Action: with {\"action\": \"Final Answer\", \"action_input\": <your answer>}.";
+const REMINDER_CH: &str = "请按上面给出的格式回复：要么 Action: 加 json blob {\"action\": <工具名称>, \"action_input\": {<JSON 对象形式的参数>}}，要么 Action: 加 {\"action\": \"Final Answer\", \"action_input\": <你的回答>}。";
+const FINAL_EN: &str = "You have reached the maximum number of tool calls. Do not call any more tools: give your Final Answer now, from the observations you already have.";
+const FINAL_CH: &str =
+    "你已达到工具调用次数上限。不要再调用任何工具：现在根据已有的观察结果给出你的 Final Answer。";
+
+/// One reading of a model's ReAct reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Action { name: String, input: Value },
+    Final { answer: String },
+    Malformed { why: String },
+}
+
+const FINAL_MARKER: &str = "Final Answer:";
+const ACTION_MARKER: &str = "Action:";
+const INPUT_MARKER: &str = "Action Input:";
+/// How many `{` a reply may make the parser try; bounds the work on adversarial text.
+const MAX_BLOB_TRIES: usize = 256;
+
+/// Reads a reply: the first action wins, whether a JSON blob (fenced or not, after `Action:` or bare),
+/// classic `Action:` / `Action Input:` lines, or `Final Answer:`. A reply with no ReAct marker at all is
+/// the model answering directly, and so a final answer.
+pub fn parse(text: &str) -> Step {
+    let text = text.trim();
+    if text.is_empty() {
+        return Step::Malformed {
+            why: "the reply is empty".into(),
+        };
+    }
+    let fin = find_marker(text, FINAL_MARKER, 0);
+    let act = find_marker(text, ACTION_MARKER, 0);
+    let blob = find_blob(text, 0);
+    let first = [fin, act, blob.as_ref().map(|b| b.0)]
+        .into_iter()
+        .flatten()
+        .min();
+    match first {
+        None if ["Thought:", "Action", "\"action\""]
+            .iter()
+            .any(|m| find_marker(text, m, 0).is_some()) =>
+        {
+            Step::Malformed {
+                why: "the reply has neither an 'Action:' with a json blob nor a 'Final Answer:'"
+                    .into(),
+            }
+        }
+        None => Step::Final {
+            answer: text.to_string(),
+        },
+        Some(p) if Some(p) == fin => Step::Final {
+            answer: clean_answer(&text[p + FINAL_MARKER.len()..]),
+        },
+        Some(p) if Some(p) == act => after_action(text, p + ACTION_MARKER.len()),
+        Some(_) => match blob {
+            Some((_, obj)) => from_blob(&obj),
+            None => Step::Malformed {
+                why: "no action found".into(),
+            },
+        },
+    }
+}
+
+/// `Action:` followed by a tool name on the same line (classic), or by a json blob.
+fn after_action(text: &str, from: usize) -> Step {
+    let rest = &text[from..];
+    let line = rest.lines().next().unwrap_or("").trim();
+    let blob_style = line.is_empty() || line.starts_with('{') || line.starts_with("```");
+    if !blob_style {
+        let name = line
+            .trim_matches(|c| c == '`' || c == '"' || c == '\'' || c == '*')
+            .trim();
+        let input = match find_marker(rest, INPUT_MARKER, 0) {
+            Some(i) => match parse_input(&rest[i + INPUT_MARKER.len()..]) {
+                Ok(v) => v,
+                Err(why) => return Step::Malformed { why },
+            },
+            None => Value::Null,
+        };
+        return if name.eq_ignore_ascii_case("Final Answer") {
+            Step::Final {
+                answer: value_text(&input),
+            }
+        } else {
+            Step::Action {
+                name: name.to_string(),
+                input,
+            }
+        };
+    }
+    match find_blob(text, from) {
+        Some((_, obj)) => from_blob(&obj),
+        None => Step::Malformed {
+            why: format!(
+                "the json blob after 'Action:' is not valid JSON: {}",
+                json_error(rest)
+            ),
+        },
+    }
+}
+
+fn from_blob(obj: &serde_json::Map<String, Value>) -> Step {
+    let name = obj
+        .get("action")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let input = obj
+        .get("action_input")
+        .or_else(|| {
+            obj.iter()
+                .find(|(k, _)| k.contains("input"))
+                .map(|(_, v)| v)
+        })
+        .cloned()
+        .unwrap_or(Value::Null);
+    if name.eq_ignore_ascii_case("Final Answer") || name.eq_ignore_ascii_case("final_answer") {
+        return Step::Final {
+            answer: value_text(&input),
+        };
+    }
+    if name.is_empty() {
+        return Step::Malformed {
+            why: "the json blob's \"action\" is empty".into(),
+        };
+    }
+    // Some models put the arguments object in a string.
+    let input = match input {
+        Value::String(s) if s.trim_start().starts_with('{') => {
+            match serde_json::from_str::<Value>(s.trim()) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Step::Malformed {
+                        why: format!(
+                            "\"action_input\" is a string that is not a valid JSON object: {e}"
+                        ),
+                    }
+                }
+            }
+        }
+        other => other,
+    };
+    Step::Action { name, input }
+}
+
+/// The text after `Action Input:` up to an `Observation:` line: JSON, or else a plain string.
+fn parse_input(rest: &str) -> Result<Value, String> {
+    let end = find_marker(rest, "Observation:", 0).unwrap_or(rest.len());
+    let raw = strip_fence(rest[..end].trim());
+    if raw.is_empty() {
+        return Ok(Value::Null);
+    }
+    if raw.starts_with('{') || raw.starts_with('[') || raw.starts_with('"') {
+        let mut stream = serde_json::Deserializer::from_str(raw).into_iter::<Value>();
+        return match stream.next() {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(e)) => Err(format!("'Action Input' is not valid JSON: {e}")),
+            None => Ok(Value::Null),
+        };
+    }
+    Ok(Value::String(raw.to_string()))
+}
+
+fn strip_fence(s: &str) -> &str {
+    let Some(inner) = s.strip_prefix("```") else {
+        return s;
+    };
+    let inner = inner.split_once('\n').map_or("", |(first, rest)| {
+        if first.trim().chars().all(|c| c.is_ascii_alphanumeric()) {
+            rest
+        } else {
+            inner
+        }
+    });
+    inner.trim_end().strip_suffix("```").unwrap_or(inner).trim()
+}
+
+/// The first JSON object at or after `from` that has an "action" key: its position and contents.
+fn find_blob(text: &str, from: usize) -> Option<(usize, serde_json::Map<String, Value>)> {
+    let mut tries = 0;
+    for (i, _) in text[from..].match_indices('{') {
+        let start = from + i;
+        if !text[start + 1..].trim_start().starts_with('"') {
+            continue;
+        }
+        tries += 1;
+        if tries > MAX_BLOB_TRIES {
+            return None;
+        }
+        let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+        if let Some(Ok(Value::Object(obj))) = stream.next() {
+            if obj.contains_key("action") {
+                return Some((start, obj));
+            }
+        }
+    }
+    None
+}
+
+/// Why the first `{` after an `Action:` does not parse, for the model.
+fn json_error(rest: &str) -> String {
+    let Some(i) = rest.find('{') else {
+        return "no JSON object found".into();
+    };
+    let mut stream = serde_json::Deserializer::from_str(&rest[i..]).into_iter::<Value>();
+    match stream.next() {
+        Some(Err(e)) => e.to_string(),
+        Some(Ok(_)) => "the object has no \"action\" key".into(),
+        None => "no JSON object found".into(),
+    }
+}
+
+/// A marker at a line start or after white space, so `Action:` inside a word does not count.
+fn find_marker(text: &str, marker: &str, from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(i) = text[at..].find(marker) {
+        let pos = at + i;
+        let before = text[..pos].chars().next_back();
+        if before.is_none_or(|c| !c.is_alphanumeric()) {
+            return Some(pos);
+        }
+        at = pos + marker.len();
+    }
+    None
+}
+
+fn clean_answer(s: &str) -> String {
+    let s = s.trim_start_matches('*').trim();
+    strip_fence(s).to_string()
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.trim().to_string(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
