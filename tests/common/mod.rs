@@ -1,0 +1,377 @@
+//! The native harness: drives the same agent core the Wasm filter drives, with scripted LLM turns and
+//! fake tools, under plain `cargo test`. Bounded: a loop that does not end within `MAX_STEPS` fails
+//! with its transcript.
+#![allow(dead_code)]
+
+use api_agent::agent::{Agent, Call, Command, Event, Failure, Reply, RequestMeta};
+use api_agent::config::Config;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::path::Path;
+use std::rc::Rc;
+
+const MAX_STEPS: usize = 200;
+pub const START_MS: u64 = 1_000_000;
+
+/// One scripted answer of the LLM.
+#[derive(Debug, Clone)]
+pub enum Turn {
+    /// A normal chat.completion with this content.
+    Text(String),
+    /// A raw HTTP reply.
+    Raw(u16, String),
+    /// The call fails (only for callouts: the first turn comes from the route).
+    Fail(Failure),
+}
+
+pub fn text(s: &str) -> Turn {
+    Turn::Text(s.to_string())
+}
+
+/// A fake tool's answer.
+#[derive(Debug, Clone)]
+pub enum ToolReply {
+    Http(u16, String),
+    Fail(Failure),
+}
+
+type ToolFn = Box<dyn Fn(&Call) -> ToolReply>;
+
+pub struct Harness {
+    pub cfg: Rc<Config>,
+    turns: VecDeque<Turn>,
+    tools: Vec<(String, ToolFn)>,
+    /// Milliseconds each step takes, to exercise deadlines.
+    pub step_ms: u64,
+}
+
+/// Everything the run did, in order.
+#[derive(Debug)]
+pub struct Outcome {
+    pub reply: Reply,
+    /// Every LLM request body (the first one forwarded, the rest by callout).
+    pub llm_requests: Vec<Value>,
+    /// Every LLM callout (not the forwarded first request).
+    pub llm_calls: Vec<Call>,
+    pub tool_calls: Vec<Call>,
+}
+
+impl Outcome {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.reply.body).expect("reply is JSON")
+    }
+
+    pub fn answer(&self) -> String {
+        self.json()["choices"][0]["message"]["content"]
+            .as_str()
+            .expect("content")
+            .to_string()
+    }
+
+    pub fn finish_reason(&self) -> String {
+        self.json()["choices"][0]["finish_reason"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub fn body_text(&self) -> String {
+        String::from_utf8(self.reply.body.clone()).expect("utf-8")
+    }
+
+    /// The text of the last message of LLM request `n` (1-based).
+    pub fn last_message(&self, n: usize) -> String {
+        let msgs = self.llm_requests[n - 1]["messages"]
+            .as_array()
+            .expect("messages");
+        msgs.last()
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// One line per tool request: `METHOD :authority path`, with headers and body; for golden files.
+    pub fn tool_transcript(&self) -> String {
+        let mut out = String::new();
+        for c in &self.tool_calls {
+            out.push_str(&format!(
+                "{} {} {}{}\n",
+                c.method, c.cluster, c.authority, c.path
+            ));
+            for (k, v) in &c.headers {
+                out.push_str(&format!("  {k}: {v}\n"));
+            }
+            if let Some(b) = &c.body {
+                out.push_str(&format!("  body: {}\n", String::from_utf8_lossy(b)));
+            }
+        }
+        out
+    }
+}
+
+impl Harness {
+    pub fn new(config: &str) -> Self {
+        let cfg = Config::from_slice(config.as_bytes()).unwrap_or_else(|e| panic!("config: {e}"));
+        Harness {
+            cfg: Rc::new(cfg),
+            turns: VecDeque::new(),
+            tools: Vec::new(),
+            step_ms: 10,
+        }
+    }
+
+    pub fn llm(mut self, turns: impl IntoIterator<Item = Turn>) -> Self {
+        self.turns.extend(turns);
+        self
+    }
+
+    /// Answers every request to `cluster` with `f`.
+    pub fn tool(mut self, cluster: &str, f: impl Fn(&Call) -> ToolReply + 'static) -> Self {
+        self.tools.push((cluster.to_string(), Box::new(f)));
+        self
+    }
+
+    /// Answers every tool request to `cluster` with status 200 and `body`.
+    pub fn tool_json(self, cluster: &str, body: &str) -> Self {
+        let body = body.to_string();
+        self.tool(cluster, move |_| ToolReply::Http(200, body.clone()))
+    }
+
+    pub fn run(&mut self, request: &Value) -> Outcome {
+        self.run_body(request.to_string().as_bytes())
+    }
+
+    pub fn run_body(&mut self, body: &[u8]) -> Outcome {
+        let meta = RequestMeta {
+            id: "test1".into(),
+            now_ms: START_MS,
+            unix_s: 1_700_000_000,
+        };
+        let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
+        let mut now = START_MS;
+        let mut out = Outcome {
+            reply: Reply {
+                status: 0,
+                content_type: "",
+                body: Vec::new(),
+            },
+            llm_requests: Vec::new(),
+            llm_calls: Vec::new(),
+            tool_calls: Vec::new(),
+        };
+        let mut queue: VecDeque<Command> = agent.handle(Event::ClientRequest { body }, now).into();
+        let llm_cluster = self.cfg.llm.upstream.cluster.clone();
+        for _ in 0..MAX_STEPS {
+            let Some(cmd) = queue.pop_front() else {
+                panic!("the agent stopped without a reply; transcript: {out:#?}");
+            };
+            now += self.step_ms;
+            let next = match cmd {
+                Command::Reply(r) => {
+                    assert!(agent.is_done(), "a reply must end the request");
+                    out.reply = r;
+                    assert!(queue.is_empty(), "commands after the reply: {queue:?}");
+                    return out;
+                }
+                Command::Forward { body } => {
+                    out.llm_requests
+                        .push(serde_json::from_slice(&body).expect("forwarded body is JSON"));
+                    match self.next_turn() {
+                        Turn::Text(t) => agent.handle(
+                            Event::UpstreamReply {
+                                status: 200,
+                                body: completion(&t).as_bytes(),
+                            },
+                            now,
+                        ),
+                        Turn::Raw(status, b) => agent.handle(
+                            Event::UpstreamReply {
+                                status,
+                                body: b.as_bytes(),
+                            },
+                            now,
+                        ),
+                        Turn::Fail(f) => panic!(
+                            "the first turn comes from the route and cannot fail as a callout: {f}"
+                        ),
+                    }
+                }
+                Command::Dispatch(call) if call.cluster == llm_cluster => {
+                    out.llm_requests.push(
+                        serde_json::from_slice(call.body.as_deref().unwrap_or(b"null"))
+                            .expect("LLM body is JSON"),
+                    );
+                    let id = call.id;
+                    out.llm_calls.push(call);
+                    match self.next_turn() {
+                        Turn::Text(t) => agent.handle(
+                            Event::CallReply {
+                                id,
+                                status: 200,
+                                body: completion(&t).as_bytes(),
+                            },
+                            now,
+                        ),
+                        Turn::Raw(status, b) => agent.handle(
+                            Event::CallReply {
+                                id,
+                                status,
+                                body: b.as_bytes(),
+                            },
+                            now,
+                        ),
+                        Turn::Fail(f) => agent.handle(Event::CallFailed { id, failure: &f }, now),
+                    }
+                }
+                Command::Dispatch(call) => {
+                    let reply = match self.tools.iter().find(|(c, _)| *c == call.cluster) {
+                        Some((_, f)) => f(&call),
+                        None => ToolReply::Fail(Failure::NotSent(format!(
+                            "unknown cluster {}",
+                            call.cluster
+                        ))),
+                    };
+                    let id = call.id;
+                    out.tool_calls.push(call);
+                    match reply {
+                        ToolReply::Http(status, b) => agent.handle(
+                            Event::CallReply {
+                                id,
+                                status,
+                                body: b.as_bytes(),
+                            },
+                            now,
+                        ),
+                        ToolReply::Fail(f) => {
+                            agent.handle(Event::CallFailed { id, failure: &f }, now)
+                        }
+                    }
+                }
+            };
+            queue.extend(next);
+        }
+        panic!("no reply after {MAX_STEPS} steps; transcript: {out:#?}");
+    }
+
+    fn next_turn(&mut self) -> Turn {
+        self.turns.pop_front().unwrap_or_else(|| {
+            Turn::Raw(
+                400,
+                r#"{"error":{"message":"the script has no more turns"}}"#.into(),
+            )
+        })
+    }
+}
+
+/// A chat.completion with `content` and a fixed usage of 10 + 5 tokens.
+pub fn completion(content: &str) -> String {
+    json!({
+        "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "mock-llm",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    })
+    .to_string()
+}
+
+pub fn user(question: &str) -> Value {
+    json!({"model": "client-model", "messages": [{"role": "user", "content": question}]})
+}
+
+/// A plugin configuration with one API per `(cluster-service, spec file, extra apiProvider keys)`.
+pub fn config(apis: &[(&str, &str, Value)], extra: Value) -> String {
+    let apis: Vec<Value> = apis
+        .iter()
+        .map(|(service, spec, provider)| {
+            let mut p =
+                json!({"serviceName": service, "servicePort": 8080, "maxExecutionTime": 3000});
+            if let (Value::Object(p), Value::Object(extra)) = (&mut p, provider) {
+                p.extend(extra.clone());
+            }
+            json!({"apiProvider": p, "api": spec_text(spec)})
+        })
+        .collect();
+    let mut cfg = json!({
+        "llm": {"apiKey": "sk-llm", "serviceName": "llm.svc", "servicePort": 443, "domain": "llm.example.com",
+                "path": "/v1/chat/completions", "model": "callout-model", "maxIterations": 4},
+        "apis": apis,
+    });
+    merge(&mut cfg, extra);
+    cfg.to_string()
+}
+
+fn merge(into: &mut Value, extra: Value) {
+    match (into, extra) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+pub fn spec_text(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("openapi-examples")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file instead.
+pub fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).expect("write golden");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
+    assert_eq!(
+        actual,
+        expected,
+        "golden file {} differs (UPDATE_GOLDEN=1 rewrites it)",
+        path.display()
+    );
+}
+
+/// A ReAct tool call in the classic syntax.
+pub fn classic_call(thought: &str, name: &str, args: Value) -> Turn {
+    text(&format!(
+        "Thought: {thought}\nAction: {name}\nAction Input: {args}"
+    ))
+}
+
+/// A ReAct tool call as a fenced JSON blob.
+pub fn blob_call(thought: &str, name: &str, args: Value) -> Turn {
+    let blob = json!({"action": name, "action_input": args});
+    text(&format!(
+        "Thought: {thought}\nAction:\n```json\n{blob}\n```"
+    ))
+}
+
+pub fn classic_final(answer: &str) -> Turn {
+    text(&format!(
+        "Thought: I now know the final answer.\nFinal Answer: {answer}"
+    ))
+}
+
+pub fn blob_final(answer: &str) -> Turn {
+    let blob = json!({"action": "Final Answer", "action_input": answer});
+    text(&format!(
+        "Thought: I now know the final answer.\nAction:\n```json\n{blob}\n```"
+    ))
+}
+
+/// Both ReAct syntaxes, for tests that must hold in each.
+pub type CallFn = fn(&str, &str, Value) -> Turn;
+pub type FinalFn = fn(&str) -> Turn;
+pub const SYNTAXES: [(&str, CallFn, FinalFn); 2] = [
+    ("classic", classic_call, classic_final),
+    ("json-blob", blob_call, blob_final),
+];

@@ -1,0 +1,263 @@
+//! Configuration: Higress keys and defaults, and a table of bad configurations → exact messages.
+
+mod common;
+
+use api_agent::config::{ApiKey, Config, Mode};
+use serde_json::{json, Value};
+
+const SPEC: &str = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\nservers: [{url: 'https://api.example.com'}]\npaths:\n  /weather:\n    get:\n      operationId: getWeather\n      parameters: [{name: city, in: query, required: true, schema: {type: string}}]\n";
+
+fn base() -> Value {
+    json!({
+        "llm": {"apiKey": "k", "serviceName": "llm-service", "servicePort": 8080, "domain": "llm.example.com", "path": "/v1/chat/completions", "model": "qwen-turbo"},
+        "apis": [{"apiProvider": {"serviceName": "api-service", "servicePort": 9090, "domain": "api.example.com"}, "api": SPEC}],
+    })
+}
+
+fn with(mut cfg: Value, pointer: &str, value: Value) -> Value {
+    let (parent, key) = pointer.rsplit_once('/').unwrap();
+    let slot = cfg.pointer_mut(parent).unwrap().as_object_mut().unwrap();
+    if value.is_null() {
+        slot.remove(key);
+    } else {
+        slot.insert(key.to_string(), value);
+    }
+    cfg
+}
+
+fn error(cfg: &Value) -> String {
+    Config::from_value(cfg).map(|_| ()).unwrap_err().to_string()
+}
+
+#[test]
+fn higress_defaults() {
+    let c = Config::from_value(&base()).unwrap();
+    assert_eq!(c.mode, Mode::React);
+    assert_eq!(c.llm.max_iterations, 15);
+    assert_eq!(c.llm.upstream.timeout_ms, 50_000);
+    assert_eq!(c.llm.max_tokens, 1000);
+    assert_eq!(c.llm.max_request_time_ms, 300_000);
+    assert_eq!(c.llm.max_observation_bytes, 8192);
+    assert_eq!(c.llm.upstream.cluster, "outbound|8080||llm-service");
+    assert_eq!(c.apis[0].upstream.cluster, "outbound|9090||api-service");
+    assert_eq!(c.apis[0].upstream.timeout_ms, 50_000);
+    assert!(!c.template.chinese);
+    assert!(
+        c.react_prompt.contains("input question to answer")
+            && c.react_prompt.contains("I know what to respond")
+    );
+    assert!(c.json_resp.is_none());
+}
+
+#[test]
+fn accepted_variants() {
+    let c = Config::from_value(&with(base(), "/llm/maxIterations", json!(0))).unwrap();
+    assert_eq!(c.llm.max_iterations, 15, "0 means the default");
+    let c = Config::from_value(&with(base(), "/llm/maxToken", json!(77))).unwrap();
+    assert_eq!(c.llm.max_tokens, 77, "Higress's maxToken spelling");
+    let c = Config::from_value(&with(base(), "/llm/cluster", json!("my-llm"))).unwrap();
+    assert_eq!(c.llm.upstream.cluster, "my-llm");
+    let cfg = with(
+        base(),
+        "/apis/0/apiProvider/apiKey",
+        json!({"in": "header", "name": "DeepL-Auth-Key", "value": "K"}),
+    );
+    let c = Config::from_value(&cfg).unwrap();
+    assert_eq!(
+        c.apis[0].api_key,
+        Some(ApiKey::Header {
+            name: "DeepL-Auth-Key".into(),
+            value: "K".into()
+        })
+    );
+    let cfg = with(
+        base(),
+        "/promptTemplate",
+        json!({"language": "CH", "chTemplate": {"question": "问题"}}),
+    );
+    let c = Config::from_value(&cfg).unwrap();
+    assert!(c.template.chinese && c.react_prompt.contains("Question: 问题"));
+    // Higress adds these at the root; typos at the root are warned about, not fatal.
+    let mut cfg = base();
+    cfg["_rules_"] = json!([{"_match_route_": ["r"]}]);
+    cfg["returnResponseTemplate"] = json!("{}");
+    cfg["llmm"] = json!({});
+    let c = Config::from_value(&cfg).unwrap();
+    assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+    assert!(c.warnings[1].contains("'llmm'"));
+}
+
+#[test]
+fn yaml_configuration_text() {
+    let yaml = format!(
+        "llm:\n  serviceName: llm\n  servicePort: 80\n  path: /v1/chat/completions\napis:\n- apiProvider: {{serviceName: api, servicePort: 80}}\n  api: |\n{}",
+        SPEC.lines().map(|l| format!("    {l}\n")).collect::<String>()
+    );
+    let c = Config::from_slice(yaml.as_bytes()).unwrap();
+    assert_eq!(c.tools.len(), 1);
+    assert_eq!(c.llm.upstream.authority_or_service(), "llm");
+}
+
+#[test]
+fn bad_configurations_name_the_field() {
+    let cases: Vec<(Value, &str)> = vec![
+        (with(base(), "/llm", Value::Null), "llm: required"),
+        (with(base(), "/apis", Value::Null), "apis: required"),
+        (
+            with(base(), "/apis", json!([])),
+            "apis: must list at least one API",
+        ),
+        (
+            with(base(), "/apis", json!({})),
+            "apis: must be a list, found object",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider", Value::Null),
+            "apis[0].apiProvider: required",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/servicePort", Value::Null),
+            "apis[0].apiProvider.servicePort: required (or name the Envoy cluster in 'cluster')",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/serviceName", Value::Null),
+            "apis[0].apiProvider.serviceName: required (or name the Envoy cluster in 'cluster')",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/servicePort", json!(70000)),
+            "apis[0].apiProvider.servicePort: must be between 1 and 65535, found 70000",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/servicePort", json!("80")),
+            "apis[0].apiProvider.servicePort: must be a whole number, found \"80\"",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/servicport", json!(1)),
+            "apis[0].apiProvider.servicport: unknown key (did you mean 'servicePort'?)",
+        ),
+        (
+            with(
+                base(),
+                "/apis/0/apiProvider/apiKey",
+                json!({"in": "cookie", "name": "a"}),
+            ),
+            "apis[0].apiProvider.apiKey.in: must be 'header', 'query' or 'none', found 'cookie'",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "query"})),
+            "apis[0].apiProvider.apiKey.name: required",
+        ),
+        (
+            with(
+                base(),
+                "/apis/0/apiProvider/headers",
+                json!({"X-A": "a\r\nb"}),
+            ),
+            "apis[0].apiProvider.headers.X-A: header value must not contain CR, LF or NUL",
+        ),
+        (
+            with(
+                base(),
+                "/apis/0/apiProvider/headers",
+                json!({"bad name": "a"}),
+            ),
+            "apis[0].apiProvider.headers.bad name: not a valid header name",
+        ),
+        (
+            with(base(), "/apis/0/api", Value::Null),
+            "apis[0].api: required",
+        ),
+        (
+            with(base(), "/apis/0/api", json!("")),
+            "apis[0].api: must not be empty",
+        ),
+        (
+            with(base(), "/apis/0/api", json!("openapi: [")),
+            "apis[0].api: OpenAPI not-a-document: not valid JSON or YAML",
+        ),
+        (
+            with(base(), "/apis/0/api", json!("swagger: '2.0'\npaths: {}")),
+            "apis[0].api: OpenAPI unsupported-version: Swagger 2.0",
+        ),
+        (with(base(), "/llm/path", Value::Null), "llm.path: required"),
+        (
+            with(base(), "/llm/path", json!("v1/chat")),
+            "llm.path: must start with '/', found 'v1/chat'",
+        ),
+        (
+            with(base(), "/llm/maxIterations", json!(-1)),
+            "llm.maxIterations: must be a whole number, found -1",
+        ),
+        (
+            with(base(), "/llm/temperature", json!(1)),
+            "llm.temperature: unknown key (known keys:",
+        ),
+        (
+            with(base(), "/llm/domain", json!("http://x/")),
+            "llm.domain: must be a host name (with an optional port), found 'http://x/'",
+        ),
+        (
+            with(base(), "/mode", json!("agent")),
+            "mode: must be 'react' or 'native', found 'agent'",
+        ),
+        (
+            with(base(), "/promptTemplate", json!({"language": "FR"})),
+            "promptTemplate.language: must be 'EN' or 'CH', found 'FR'",
+        ),
+        (
+            with(
+                base(),
+                "/promptTemplate",
+                json!({"enTemplate": {"thought3": "x"}}),
+            ),
+            "promptTemplate.enTemplate.thought3: unknown key (did you mean 'thought1'?)",
+        ),
+        (
+            with(base(), "/jsonResp", json!({"enable": true})),
+            "jsonResp.jsonSchema: required when jsonResp.enable is true",
+        ),
+        (
+            with(base(), "/jsonResp", json!({"enable": "yes"})),
+            "jsonResp.enable: must be true or false, found string",
+        ),
+        (json!([1]), "must be an object, found array"),
+    ];
+    for (cfg, expected) in cases {
+        let got = error(&cfg);
+        assert!(
+            got.starts_with(expected),
+            "expected '{expected}', got '{got}'"
+        );
+    }
+}
+
+#[test]
+fn duplicate_tools_across_apis_and_missing_hosts() {
+    let mut cfg = base();
+    let api = cfg["apis"][0].clone();
+    cfg["apis"].as_array_mut().unwrap().push(api);
+    assert_eq!(
+        error(&cfg),
+        "apis[1].api: OpenAPI duplicate-tool-name: tool 'getWeather' is already defined by apis[0]"
+    );
+    let cfg = json!({
+        "llm": {"serviceName": "l", "servicePort": 1, "path": "/p"},
+        "apis": [{"apiProvider": {"cluster": "tools"}, "api": "openapi: 3.1.0\npaths:\n  /a:\n    get: {operationId: a}\n"}],
+    });
+    assert_eq!(
+        error(&cfg),
+        "apis[0].apiProvider.domain: required: the server URL of tool 'a' has no host"
+    );
+}
+
+#[test]
+fn empty_and_non_utf8_text() {
+    assert_eq!(
+        Config::from_slice(b"  ").unwrap_err().to_string(),
+        "configuration is empty"
+    );
+    assert!(Config::from_slice(&[0xff, 0xfe])
+        .unwrap_err()
+        .to_string()
+        .starts_with("configuration is not UTF-8"));
+}
