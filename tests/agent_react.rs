@@ -1,5 +1,6 @@
 //! The ReAct loop end to end in the native harness: the shared acceptance scenarios (both ReAct
 //! syntaxes), Higress's unit-test cases, and every failure path.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test code
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Configuration: Higress keys and defaults, and a table of bad configurations → exact messages.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test code
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Every document of `../shared/openapi-corpus` loads, or fails with its documented, named reason; the
 //! whole translation of each is kept as a golden file. Plus the awkward features the corpus exercises.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test code
 
 mod common;
 

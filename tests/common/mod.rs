@@ -1,7 +1,7 @@
 //! The native harness: drives the same agent core the Wasm filter drives, with scripted LLM turns and
 //! fake tools, under plain `cargo test`. Bounded: a loop that does not end within `MAX_STEPS` fails
 //! with its transcript.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use api_agent::agent::{Agent, Call, Command, Event, Failure, Reply, RequestMeta};
 use api_agent::config::Config;
