@@ -2,6 +2,9 @@
 //! replies, failed calls) and returns commands (forward, dispatch, reply). It never reads a clock or a
 //! random source: ids and times come in. Each request has its own `Agent`; nothing is shared.
 
+mod batch;
+mod convo;
+mod native;
 mod protocol;
 mod react;
 
@@ -9,6 +12,8 @@ use crate::config::Config;
 use crate::doc::truncate;
 use crate::openai::answer::{self, Answer};
 use crate::openai::ChatRequest;
+use batch::Batch;
+use convo::{Convo, Next};
 pub use protocol::{Call, CallId, Command, Event, Failure, Reply};
 use serde_json::Value;
 use std::rc::Rc;
@@ -18,7 +23,7 @@ use std::rc::Rc;
 pub struct RequestMeta {
     /// Unique per request; becomes the completion id.
     pub id: String,
-    /// Monotonic milliseconds, for the request's deadline.
+    /// Milliseconds on the host's clock when the request arrived, for its deadline.
     pub now_ms: u64,
     /// Unix seconds, for `created`.
     pub unix_s: u64,
@@ -28,9 +33,10 @@ pub struct RequestMeta {
 #[derive(Debug)]
 enum State {
     AwaitRequest,
-    AwaitFirstLlm(react::Loop),
-    AwaitLlm(CallId, react::Loop),
-    AwaitTool(CallId, react::Loop),
+    /// The route's upstream answers the forwarded first turn.
+    AwaitFirstLlm(Convo),
+    AwaitLlm(CallId, Convo),
+    AwaitTools(Convo, Batch),
     Done,
 }
 
@@ -69,6 +75,8 @@ impl AgentError {
     }
 }
 
+type Step = (State, Vec<Command>);
+
 impl Agent {
     pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Self {
         Agent {
@@ -97,30 +105,25 @@ impl Agent {
         commands
     }
 
-    fn step(&mut self, state: State, event: Event<'_>, now_ms: u64) -> (State, Vec<Command>) {
+    fn step(&mut self, state: State, event: Event<'_>, now_ms: u64) -> Step {
         match (state, event) {
             (State::AwaitRequest, Event::ClientRequest { body }) => self.start(body),
-            (State::AwaitFirstLlm(l), Event::UpstreamReply { status, body }) => {
-                self.on_llm(l, status, body, now_ms)
+            (State::AwaitFirstLlm(c), Event::UpstreamReply { status, body }) => {
+                self.on_llm(c, status, body, now_ms)
             }
             (
-                State::AwaitLlm(id, l),
+                State::AwaitLlm(id, c),
                 Event::CallReply {
                     id: got,
                     status,
                     body,
                 },
-            ) if id == got => self.on_llm(l, status, body, now_ms),
+            ) if id == got => self.on_llm(c, status, body, now_ms),
             (State::AwaitLlm(id, _), Event::CallFailed { id: got, failure }) if id == got => {
-                let status = if *failure == Failure::Timeout {
-                    504
+                let (status, code) = if *failure == Failure::Timeout {
+                    (504, "llm_timeout")
                 } else {
-                    502
-                };
-                let code = if status == 504 {
-                    "llm_timeout"
-                } else {
-                    "llm_unavailable"
+                    (502, "llm_unavailable")
                 };
                 self.fail(AgentError::new(
                     status,
@@ -128,20 +131,17 @@ impl Agent {
                     format!("the LLM call {failure}"),
                 ))
             }
-            (
-                State::AwaitTool(id, l),
-                Event::CallReply {
-                    id: got,
-                    status,
-                    body,
-                },
-            ) if id == got => {
-                let obs = react::tool_observation(&self.cfg, l.pending_tool(), status, body);
-                self.next_turn(l, obs, now_ms)
+            (State::AwaitTools(c, mut b), Event::CallReply { id, status, body })
+                if b.waits_for(id) =>
+            {
+                b.reply(id, |name| {
+                    convo::tool_observation(&self.cfg, name, status, body)
+                });
+                self.on_tool_done(c, b, now_ms)
             }
-            (State::AwaitTool(id, l), Event::CallFailed { id: got, failure }) if id == got => {
-                let obs = format!("The call to '{}' {failure}.", l.pending_tool());
-                self.next_turn(l, obs, now_ms)
+            (State::AwaitTools(c, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
+                b.reply(id, |name| format!("The call to '{name}' {failure}."));
+                self.on_tool_done(c, b, now_ms)
             }
             (state, event) => {
                 log::warn!(
@@ -154,7 +154,7 @@ impl Agent {
         }
     }
 
-    fn start(&mut self, body: &[u8]) -> (State, Vec<Command>) {
+    fn start(&mut self, body: &[u8]) -> Step {
         let req = match ChatRequest::parse(body) {
             Ok(r) => r,
             Err(e) => {
@@ -164,19 +164,13 @@ impl Agent {
         };
         self.stream = req.stream;
         self.include_usage = req.include_usage;
-        match react::Loop::start(&self.cfg, req) {
-            Ok((l, body)) => (State::AwaitFirstLlm(l), vec![Command::Forward { body }]),
+        match Convo::start(&self.cfg, req) {
+            Ok((c, body)) => (State::AwaitFirstLlm(c), vec![Command::Forward { body }]),
             Err(e) => self.fail(e),
         }
     }
 
-    fn on_llm(
-        &mut self,
-        mut l: react::Loop,
-        status: u16,
-        body: &[u8],
-        now_ms: u64,
-    ) -> (State, Vec<Command>) {
+    fn on_llm(&mut self, mut c: Convo, status: u16, body: &[u8], now_ms: u64) -> Step {
         if !(200..300).contains(&status) {
             let text = String::from_utf8_lossy(body);
             return self.fail(AgentError::new(
@@ -185,47 +179,58 @@ impl Agent {
                 format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)),
             ));
         }
-        match l.on_reply(&self.cfg, body) {
-            Ok(react::Next::Answer {
+        match c.on_reply(&self.cfg, body) {
+            Ok(Next::Answer {
                 content,
                 finish_reason,
-            }) => self.finish(&l, &content, finish_reason),
-            Ok(react::Next::CallTool(req)) => {
+            }) => self.finish(&c, &content, finish_reason, None),
+            Ok(Next::ClientTools(message)) => {
+                let content = message
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                self.finish(&c, &content, "tool_calls", message.get("tool_calls"))
+            }
+            Ok(Next::Tools(work)) => {
                 if let Some(e) = self.deadline_error(now_ms) {
                     return self.fail(e);
                 }
-                let id = self.mint();
-                let timeout_ms = self.bounded(req.timeout_ms, now_ms);
-                let call = Call {
-                    id,
-                    timeout_ms,
-                    ..req.into_call(id)
-                };
-                log::debug!(
-                    "#{} tool call {} {} {}",
-                    self.meta.id,
-                    call.cluster,
-                    call.method,
-                    truncate(&call.path, 200)
-                );
-                (State::AwaitTool(id, l), vec![Command::Dispatch(call)])
+                let batch = Batch::new(work, self.cfg.llm.max_parallel_tool_calls);
+                self.on_tool_done(c, batch, now_ms)
             }
-            Ok(react::Next::Observe(obs)) => self.next_turn(l, obs, now_ms),
             Err(e) => self.fail(e),
         }
     }
 
-    /// Feeds an observation back and asks the LLM again, by callout.
-    fn next_turn(
-        &mut self,
-        mut l: react::Loop,
-        observation: String,
-        now_ms: u64,
-    ) -> (State, Vec<Command>) {
+    /// Dispatches what the batch may start now; once every call of the turn is answered, feeds the
+    /// observations back and asks the LLM again.
+    fn on_tool_done(&mut self, c: Convo, mut b: Batch, now_ms: u64) -> Step {
+        let mut commands = Vec::new();
+        while let Some((id, name, call)) = b.take(|| self.mint()) {
+            let timeout = self.bounded(call.timeout_ms, now_ms);
+            let call = call.into_call(id, timeout);
+            log::debug!(
+                "#{} tool {name}: {} {} {}",
+                self.meta.id,
+                call.cluster,
+                call.method,
+                truncate(&call.path, 200)
+            );
+            commands.push(Command::Dispatch(call));
+        }
+        match b.into_observations() {
+            Ok(observations) => self.next_turn(c, observations, now_ms),
+            Err(b) => (State::AwaitTools(c, b), commands),
+        }
+    }
+
+    /// Feeds the observations back and asks the LLM again, by callout.
+    fn next_turn(&mut self, mut c: Convo, observations: Vec<String>, now_ms: u64) -> Step {
         if let Some(e) = self.deadline_error(now_ms) {
             return self.fail(e);
         }
-        let body = l.observe(&self.cfg, observation);
+        let body = c.observe(&self.cfg, observations);
         let id = self.mint();
         let cfg = Rc::clone(&self.cfg);
         let llm = &cfg.llm;
@@ -243,23 +248,25 @@ impl Agent {
             body: Some(body),
             timeout_ms: self.bounded(llm.upstream.timeout_ms, now_ms),
         };
-        (State::AwaitLlm(id, l), vec![Command::Dispatch(call)])
+        (State::AwaitLlm(id, c), vec![Command::Dispatch(call)])
     }
 
     fn finish(
         &mut self,
-        l: &react::Loop,
+        c: &Convo,
         content: &str,
         finish_reason: &str,
-    ) -> (State, Vec<Command>) {
+        tool_calls: Option<&Value>,
+    ) -> Step {
         let id = format!("chatcmpl-{}", self.meta.id);
         let a = Answer {
             id: &id,
             created: self.meta.unix_s,
-            model: l.model(),
+            model: &c.model,
             content,
             finish_reason,
-            usage: l.usage(),
+            usage: c.usage,
+            tool_calls,
         };
         let (content_type, body) = if self.stream {
             (answer::SSE, answer::chunks(&a, self.include_usage))
@@ -276,7 +283,7 @@ impl Agent {
         )
     }
 
-    fn fail(&mut self, e: AgentError) -> (State, Vec<Command>) {
+    fn fail(&mut self, e: AgentError) -> Step {
         log::info!(
             "#{} request failed ({}): {}",
             self.meta.id,

@@ -16,6 +16,9 @@ pub const DEFAULT_MAX_TOKENS: u64 = 1000;
 pub const DEFAULT_MAX_REQUEST_TIME_MS: u64 = 300_000;
 pub const DEFAULT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
 pub const DEFAULT_MAX_PARALLEL_TOOL_CALLS: usize = 8;
+/// OpenAI's limits on function tools.
+pub const MAX_NATIVE_TOOLS: usize = 128;
+pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -113,6 +116,8 @@ pub struct Config {
     pub template: Template,
     /// The ReAct system prompt with every tool, rendered once.
     pub react_prompt: String,
+    /// The OpenAI `tools` array for native mode, rendered once.
+    pub native_tools: Vec<Value>,
     pub json_resp: Option<JsonResp>,
     /// Things accepted but worth an operator's attention (ignored keys, skipped operations); logged once.
     pub warnings: Vec<String>,
@@ -168,13 +173,14 @@ impl Config {
                 "JSON mode is not available in this build yet",
             ));
         }
-        if mode == Mode::Native {
+        if mode == Mode::Native && tools.len() > MAX_NATIVE_TOOLS {
             return Err(ConfigError::new(
-                "mode",
-                "'native' is not available in this build yet; use 'react'",
+                "apis",
+                format!("mode 'native' allows at most {MAX_NATIVE_TOOLS} tools (OpenAI's limit); these APIs define {}", tools.len()),
             ));
         }
         let react_prompt = template.render(&tools);
+        let native_tools = native_tools(&tools);
         Ok(Config {
             mode,
             llm,
@@ -182,10 +188,27 @@ impl Config {
             tools,
             template,
             react_prompt,
+            native_tools,
             json_resp,
             warnings,
         })
     }
+}
+
+/// `{"type": "function", "function": {name, description, parameters}}` per tool; descriptions longer
+/// than OpenAI accepts are cut (names already fit: see `openapi::tool_name`).
+fn native_tools(tools: &Catalog) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|t| {
+            let description: String = if t.description.chars().count() > MAX_DESCRIPTION_CHARS {
+                t.description.chars().take(MAX_DESCRIPTION_CHARS - 1).chain(std::iter::once('…')).collect()
+            } else {
+                t.description.clone()
+            };
+            serde_json::json!({"type": "function", "function": {"name": t.name, "description": description, "parameters": t.schema}})
+        })
+        .collect()
 }
 
 fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {

@@ -16,6 +16,8 @@ pub struct Answer<'a> {
     pub content: &'a str,
     pub finish_reason: &'a str,
     pub usage: Usage,
+    /// The client's own tool calls, returned for it to run (native mode).
+    pub tool_calls: Option<&'a Value>,
 }
 
 fn usage_json(u: Usage) -> Value {
@@ -30,7 +32,7 @@ pub fn completion(a: &Answer<'_>) -> Vec<u8> {
         "model": a.model,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": a.content, "refusal": null},
+            "message": message(a),
             "logprobs": null,
             "finish_reason": a.finish_reason,
         }],
@@ -39,7 +41,37 @@ pub fn completion(a: &Answer<'_>) -> Vec<u8> {
     body.to_string().into_bytes()
 }
 
-/// Role chunk, content chunk, finish chunk, then a usage chunk when asked for, then `[DONE]`.
+fn message(a: &Answer<'_>) -> Value {
+    match a.tool_calls {
+        Some(calls) => {
+            let content = if a.content.is_empty() {
+                Value::Null
+            } else {
+                json!(a.content)
+            };
+            json!({"role": "assistant", "content": content, "refusal": null, "tool_calls": calls})
+        }
+        None => json!({"role": "assistant", "content": a.content, "refusal": null}),
+    }
+}
+
+/// Each tool call as one `delta.tool_calls` entry, by index, as OpenAI streams them.
+fn tool_call_deltas(calls: Option<&Value>) -> Vec<Value> {
+    let Some(Value::Array(calls)) = calls else {
+        return Vec::new();
+    };
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({"tool_calls": [{"index": i, "id": c.get("id"), "type": "function",
+                "function": {"name": c.pointer("/function/name"), "arguments": c.pointer("/function/arguments")}}]})
+        })
+        .collect()
+}
+
+/// Role chunk, content chunk, tool-call chunks, finish chunk, then a usage chunk when asked for, then
+/// `[DONE]`.
 pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
     let chunk = |delta: Value, finish: Value| {
         let mut c = json!({
@@ -51,11 +83,19 @@ pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
         }
         c
     };
-    let mut events = vec![
-        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-        chunk(json!({"content": a.content}), Value::Null),
-        chunk(json!({}), json!(a.finish_reason)),
-    ];
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    if !a.content.is_empty() || a.tool_calls.is_none() {
+        events.push(chunk(json!({"content": a.content}), Value::Null));
+    }
+    events.extend(
+        tool_call_deltas(a.tool_calls)
+            .into_iter()
+            .map(|d| chunk(d, Value::Null)),
+    );
+    events.push(chunk(json!({}), json!(a.finish_reason)));
     if include_usage {
         events.push(json!({
             "id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model,

@@ -237,6 +237,8 @@ impl Usage {
 /// The parts of an LLM reply the loop uses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmReply {
+    /// `choices[0].message` as the provider wrote it (native mode keeps it in the conversation).
+    pub message: Value,
     pub content: String,
     pub tool_calls: Vec<ToolCall>,
     pub model: Option<String>,
@@ -278,6 +280,7 @@ impl LlmReply {
             _ => Vec::new(),
         };
         Ok(LlmReply {
+            message: message.clone(),
             content,
             tool_calls,
             model: v.get("model").and_then(Value::as_str).map(str::to_string),

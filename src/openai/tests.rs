@@ -82,6 +82,7 @@ fn sse_framing() {
         content: "a \"b\"\nc",
         finish_reason: "stop",
         usage: Usage::default(),
+        tool_calls: None,
     };
     let text = String::from_utf8(chunks(&a, true)).unwrap();
     let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();

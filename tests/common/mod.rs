@@ -20,6 +20,8 @@ pub enum Turn {
     Text(String),
     /// A raw HTTP reply.
     Raw(u16, String),
+    /// A chat.completion whose message is this (native tool calls).
+    Message(Value),
     /// The call fails (only for callouts: the first turn comes from the route).
     Fail(Failure),
 }
@@ -43,6 +45,8 @@ pub struct Harness {
     tools: Vec<(String, ToolFn)>,
     /// Milliseconds each step takes, to exercise deadlines.
     pub step_ms: u64,
+    /// Answer a turn's tool calls last-sent first, to check results keep the order of the calls.
+    pub reverse_tools: bool,
 }
 
 /// Everything the run did, in order.
@@ -54,6 +58,8 @@ pub struct Outcome {
     /// Every LLM callout (not the forwarded first request).
     pub llm_calls: Vec<Call>,
     pub tool_calls: Vec<Call>,
+    /// The most tool calls that were in flight at once.
+    pub max_parallel: usize,
 }
 
 impl Outcome {
@@ -117,6 +123,7 @@ impl Harness {
             turns: VecDeque::new(),
             tools: Vec::new(),
             step_ms: 10,
+            reverse_tools: false,
         }
     }
 
@@ -141,6 +148,8 @@ impl Harness {
         self.run_body(request.to_string().as_bytes())
     }
 
+    /// Runs one request to its reply. Each round answers everything the agent asked for in the
+    /// previous one, so the tool calls of a turn are all in flight together.
     pub fn run_body(&mut self, body: &[u8]) -> Outcome {
         let meta = RequestMeta {
             id: "test1".into(),
@@ -158,99 +167,107 @@ impl Harness {
             llm_requests: Vec::new(),
             llm_calls: Vec::new(),
             tool_calls: Vec::new(),
+            max_parallel: 0,
         };
-        let mut queue: VecDeque<Command> = agent.handle(Event::ClientRequest { body }, now).into();
-        let llm_cluster = self.cfg.llm.upstream.cluster.clone();
+        let mut round = agent.handle(Event::ClientRequest { body }, now);
         for _ in 0..MAX_STEPS {
-            let Some(cmd) = queue.pop_front() else {
+            if round.is_empty() {
                 panic!("the agent stopped without a reply; transcript: {out:#?}");
-            };
+            }
             now += self.step_ms;
-            let next = match cmd {
-                Command::Reply(r) => {
+            let tools = round.iter().filter(|c| matches!(c, Command::Dispatch(call) if call.cluster != self.cfg.llm.upstream.cluster)).count();
+            out.max_parallel = out.max_parallel.max(tools);
+            if self.reverse_tools {
+                round.reverse();
+            }
+            let mut next = Vec::new();
+            for cmd in round {
+                if let Command::Reply(r) = cmd {
                     assert!(agent.is_done(), "a reply must end the request");
+                    assert!(next.is_empty(), "commands beside the reply: {next:?}");
                     out.reply = r;
-                    assert!(queue.is_empty(), "commands after the reply: {queue:?}");
                     return out;
                 }
-                Command::Forward { body } => {
-                    out.llm_requests
-                        .push(serde_json::from_slice(&body).expect("forwarded body is JSON"));
-                    match self.next_turn() {
-                        Turn::Text(t) => agent.handle(
-                            Event::UpstreamReply {
-                                status: 200,
-                                body: completion(&t).as_bytes(),
-                            },
-                            now,
-                        ),
-                        Turn::Raw(status, b) => agent.handle(
-                            Event::UpstreamReply {
-                                status,
-                                body: b.as_bytes(),
-                            },
-                            now,
-                        ),
-                        Turn::Fail(f) => panic!(
-                            "the first turn comes from the route and cannot fail as a callout: {f}"
-                        ),
-                    }
-                }
-                Command::Dispatch(call) if call.cluster == llm_cluster => {
-                    out.llm_requests.push(
-                        serde_json::from_slice(call.body.as_deref().unwrap_or(b"null"))
-                            .expect("LLM body is JSON"),
-                    );
-                    let id = call.id;
-                    out.llm_calls.push(call);
-                    match self.next_turn() {
-                        Turn::Text(t) => agent.handle(
-                            Event::CallReply {
-                                id,
-                                status: 200,
-                                body: completion(&t).as_bytes(),
-                            },
-                            now,
-                        ),
-                        Turn::Raw(status, b) => agent.handle(
-                            Event::CallReply {
-                                id,
-                                status,
-                                body: b.as_bytes(),
-                            },
-                            now,
-                        ),
-                        Turn::Fail(f) => agent.handle(Event::CallFailed { id, failure: &f }, now),
-                    }
-                }
-                Command::Dispatch(call) => {
-                    let reply = match self.tools.iter().find(|(c, _)| *c == call.cluster) {
-                        Some((_, f)) => f(&call),
-                        None => ToolReply::Fail(Failure::NotSent(format!(
-                            "unknown cluster {}",
-                            call.cluster
-                        ))),
-                    };
-                    let id = call.id;
-                    out.tool_calls.push(call);
-                    match reply {
-                        ToolReply::Http(status, b) => agent.handle(
-                            Event::CallReply {
-                                id,
-                                status,
-                                body: b.as_bytes(),
-                            },
-                            now,
-                        ),
-                        ToolReply::Fail(f) => {
-                            agent.handle(Event::CallFailed { id, failure: &f }, now)
-                        }
-                    }
-                }
-            };
-            queue.extend(next);
+                next.extend(self.answer(&mut agent, cmd, now, &mut out));
+            }
+            round = next;
         }
-        panic!("no reply after {MAX_STEPS} steps; transcript: {out:#?}");
+        panic!("no reply after {MAX_STEPS} rounds; transcript: {out:#?}");
+    }
+
+    fn answer(
+        &mut self,
+        agent: &mut Agent,
+        cmd: Command,
+        now: u64,
+        out: &mut Outcome,
+    ) -> Vec<Command> {
+        match cmd {
+            Command::Reply(_) => unreachable!("handled by run_body"),
+            Command::Forward { body } => {
+                out.llm_requests
+                    .push(serde_json::from_slice(&body).expect("forwarded body is JSON"));
+                match self.next_turn() {
+                    Turn::Fail(f) => panic!(
+                        "the first turn comes from the route and cannot fail as a callout: {f}"
+                    ),
+                    turn => {
+                        let (status, b) = http_of(turn);
+                        agent.handle(
+                            Event::UpstreamReply {
+                                status,
+                                body: b.as_bytes(),
+                            },
+                            now,
+                        )
+                    }
+                }
+            }
+            Command::Dispatch(call) if call.cluster == self.cfg.llm.upstream.cluster => {
+                out.llm_requests.push(
+                    serde_json::from_slice(call.body.as_deref().unwrap_or(b"null"))
+                        .expect("LLM body is JSON"),
+                );
+                let id = call.id;
+                out.llm_calls.push(call);
+                match self.next_turn() {
+                    Turn::Fail(f) => agent.handle(Event::CallFailed { id, failure: &f }, now),
+                    turn => {
+                        let (status, b) = http_of(turn);
+                        agent.handle(
+                            Event::CallReply {
+                                id,
+                                status,
+                                body: b.as_bytes(),
+                            },
+                            now,
+                        )
+                    }
+                }
+            }
+            Command::Dispatch(call) => {
+                let reply = match self.tools.iter().find(|(c, _)| *c == call.cluster) {
+                    Some((_, f)) => f(&call),
+                    None => ToolReply::Fail(Failure::NotSent(format!(
+                        "unknown cluster {}",
+                        call.cluster
+                    ))),
+                };
+                let id = call.id;
+                out.tool_calls.push(call);
+                match reply {
+                    ToolReply::Http(status, b) => agent.handle(
+                        Event::CallReply {
+                            id,
+                            status,
+                            body: b.as_bytes(),
+                        },
+                        now,
+                    ),
+                    ToolReply::Fail(f) => agent.handle(Event::CallFailed { id, failure: &f }, now),
+                }
+            }
+        }
     }
 
     fn next_turn(&mut self) -> Turn {
@@ -263,14 +280,37 @@ impl Harness {
     }
 }
 
-/// A chat.completion with `content` and a fixed usage of 10 + 5 tokens.
-pub fn completion(content: &str) -> String {
+fn http_of(turn: Turn) -> (u16, String) {
+    match turn {
+        Turn::Text(t) => (200, completion(json!({"role": "assistant", "content": t}))),
+        Turn::Message(m) => (200, completion(m)),
+        Turn::Raw(status, b) => (status, b),
+        Turn::Fail(_) => unreachable!("failures are not HTTP replies"),
+    }
+}
+
+/// A chat.completion holding `message`, with a fixed usage of 10 + 5 tokens.
+pub fn completion(message: Value) -> String {
+    let finish = if message.get("tool_calls").is_some() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
     json!({
         "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "mock-llm",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
     })
     .to_string()
+}
+
+/// A native turn calling tools: `(id, name, arguments)`.
+pub fn native_calls(calls: &[(&str, &str, Value)]) -> Turn {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
+        .collect();
+    Turn::Message(json!({"role": "assistant", "content": null, "tool_calls": calls}))
 }
 
 pub fn user(question: &str) -> Value {

@@ -1,0 +1,220 @@
+//! One conversation with the LLM, in either mode: the request fields every turn carries, the messages
+//! so far, usage and limits. `react.rs` and `native.rs` say what a reply means in each mode.
+
+use super::{native, react, AgentError, Call, CallId};
+use crate::config::{Config, Mode};
+use crate::doc::truncate;
+use crate::openai::{ChatRequest, LlmReply, Usage};
+use crate::openapi::{call, Tool};
+use serde_json::{Map, Value};
+
+#[derive(Debug)]
+pub struct Convo {
+    pub mode: Mode,
+    /// Every LLM request's fields but `messages`.
+    pub base: Map<String, Value>,
+    pub messages: Vec<Value>,
+    pub usage: Usage,
+    pub model: String,
+    /// Turns that asked for tools (or were malformed).
+    pub iterations: u32,
+    /// The limit was reached and the model was asked for its final answer.
+    pub final_ask: bool,
+    pub last_observation: String,
+    /// Native mode: the tool calls of the turn being run, answered in this order.
+    pub call_ids: Vec<String>,
+    /// Native mode: names of the client's own tools.
+    pub client_tools: Vec<String>,
+}
+
+/// What a reply leads to.
+#[derive(Debug)]
+pub enum Next {
+    Answer {
+        content: String,
+        finish_reason: &'static str,
+    },
+    /// Tool work for this turn, answered in this order.
+    Tools(Vec<Work>),
+    /// Native mode: the model called the client's own tools; this assistant message goes back to it.
+    ClientTools(Value),
+}
+
+/// One tool call of a turn: a request to send, or an observation known already (bad arguments,
+/// unknown tool, malformed output).
+#[derive(Debug)]
+pub enum Work {
+    Call { name: String, call: ToolCall },
+    Known(String),
+}
+
+/// A tool request before it has a call id.
+#[derive(Debug)]
+pub struct ToolCall {
+    pub cluster: String,
+    pub request: call::ToolRequest,
+    pub timeout_ms: u64,
+}
+
+impl ToolCall {
+    pub fn into_call(self, id: CallId, timeout_ms: u64) -> Call {
+        let r = self.request;
+        Call {
+            id,
+            cluster: self.cluster,
+            method: r.method,
+            path: r.path,
+            authority: r.authority,
+            headers: r.headers,
+            body: r.body,
+            timeout_ms,
+        }
+    }
+}
+
+/// Client fields no agent turn forwards: the loop owns streaming and the final format.
+const DROPPED: [&str; 4] = ["messages", "stream", "stream_options", "response_format"];
+
+impl Convo {
+    /// The conversation and the first LLM request's body (sent upstream by the route).
+    pub fn start(cfg: &Config, req: ChatRequest) -> Result<(Convo, Vec<u8>), AgentError> {
+        let mut base = req.raw.clone();
+        for k in DROPPED {
+            base.remove(k);
+        }
+        base.insert("stream".into(), Value::Bool(false));
+        if !base.contains_key("max_tokens") && !base.contains_key("max_completion_tokens") {
+            base.insert("max_tokens".into(), cfg.llm.max_tokens.into());
+        }
+        let mut c = Convo {
+            mode: cfg.mode,
+            base,
+            messages: Vec::new(),
+            usage: Usage::default(),
+            model: req.model.clone().unwrap_or_default(),
+            iterations: 0,
+            final_ask: false,
+            last_observation: String::new(),
+            call_ids: Vec::new(),
+            client_tools: Vec::new(),
+        };
+        match cfg.mode {
+            Mode::React => react::start(&mut c, cfg, &req)?,
+            Mode::Native => native::start(&mut c, cfg, &req)?,
+        }
+        let body = c.body(None);
+        Ok((c, body))
+    }
+
+    pub fn on_reply(&mut self, cfg: &Config, body: &[u8]) -> Result<Next, AgentError> {
+        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, "llm_bad_reply", e))?;
+        self.usage.add(reply.usage);
+        if let Some(m) = reply.model.clone().filter(|m| !m.is_empty()) {
+            self.model = m;
+        }
+        Ok(match self.mode {
+            Mode::React => react::on_reply(self, cfg, reply),
+            Mode::Native => native::on_reply(self, cfg, reply),
+        })
+    }
+
+    /// Appends this turn's observations (in call order) and returns the next LLM request's body.
+    pub fn observe(&mut self, cfg: &Config, observations: Vec<String>) -> Vec<u8> {
+        self.last_observation = observations.last().cloned().unwrap_or_default();
+        let limit = self.iterations >= cfg.llm.max_iterations && !self.final_ask;
+        if limit {
+            self.final_ask = true;
+        }
+        match self.mode {
+            Mode::React => react::observe(self, cfg, observations, limit),
+            Mode::Native => native::observe(self, cfg, observations, limit),
+        }
+        self.body(cfg.llm.model.as_deref())
+    }
+
+    pub fn body(&self, model: Option<&str>) -> Vec<u8> {
+        let mut m = self.base.clone();
+        if let Some(model) = model {
+            m.insert("model".into(), Value::String(model.to_string()));
+        }
+        m.insert("messages".into(), Value::Array(self.messages.clone()));
+        serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+    }
+
+    /// The answer when the model still wants tools after the limit.
+    pub fn limit_answer(&self, cfg: &Config) -> Next {
+        let max = cfg.llm.max_iterations;
+        let last = truncate(&self.last_observation, 500);
+        let content = if cfg.template.chinese {
+            format!(
+                "未能完成：在得到最终答案之前已达到 {max} 次工具调用的上限。最后一次结果：{last}"
+            )
+        } else {
+            format!("I could not finish: the limit of {max} tool calls was reached before a final answer. The last result was: {last}")
+        };
+        Next::Answer {
+            content,
+            finish_reason: "length",
+        }
+    }
+}
+
+/// The request for `name` called with `input`, or what to tell the model instead.
+pub fn tool_work(cfg: &Config, name: &str, input: Value) -> Work {
+    let Some(tool) = cfg.tools.get(name) else {
+        let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
+        return Work::Known(format!(
+            "Unknown tool '{}'. The tools are: {}.",
+            truncate(name, 100),
+            names.join(", ")
+        ));
+    };
+    let api = &cfg.apis[tool.api];
+    match arguments(tool, input).and_then(|args| call::build(tool, api, &args)) {
+        Ok(request) => Work::Call {
+            name: tool.name.clone(),
+            call: ToolCall {
+                cluster: api.upstream.cluster.clone(),
+                request,
+                timeout_ms: api.upstream.timeout_ms,
+            },
+        },
+        Err(why) => Work::Known(format!(
+            "Invalid arguments for '{}': {why}. Its parameters: {}",
+            tool.name, tool.schema
+        )),
+    }
+}
+
+/// The model's input as an arguments object. A plain string is accepted for a tool with a single
+/// parameter, as ReAct models often write `"action_input": "Beijing"`.
+fn arguments(tool: &Tool, input: Value) -> Result<Value, String> {
+    match input {
+        Value::Object(_) => Ok(input),
+        Value::Null => Ok(Value::Object(Map::new())),
+        Value::String(s) => {
+            let props = tool.schema.get("properties").and_then(Value::as_object);
+            match props.map(|p| p.keys().collect::<Vec<_>>()).as_deref() {
+                Some([only]) => Ok(serde_json::json!({ only.as_str(): s })),
+                Some([]) | None if s.trim().is_empty() => Ok(Value::Object(Map::new())),
+                _ => Err("the input must be a JSON object of the tool's arguments".into()),
+            }
+        }
+        other => Err(format!(
+            "the input must be a JSON object, not {}",
+            crate::doc::type_name(&other)
+        )),
+    }
+}
+
+/// The observation for a tool's reply: a 2xx body verbatim (truncated), else the status and body.
+pub fn tool_observation(cfg: &Config, tool: &str, status: u16, body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = truncate(text.trim(), cfg.llm.max_observation_bytes);
+    match (status, text.is_empty()) {
+        (200..=299, false) => text.into_owned(),
+        (200..=299, true) => format!("HTTP {status}: '{tool}' succeeded with an empty body."),
+        (_, true) => format!("HTTP {status}: '{tool}' failed with an empty body."),
+        (_, false) => format!("HTTP {status}: '{tool}' failed: {text}"),
+    }
+}
