@@ -95,6 +95,29 @@ pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     ))
 }
 
+/// `%XX` escapes decoded (as in URI fragments holding JSON pointers); invalid escapes kept as they are.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +149,13 @@ mod tests {
         assert!(parse("a: [1, 2")
             .unwrap_err()
             .contains("not valid JSON or YAML"));
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode("%7Bb%7D/%e5%8c%97"), "{b}/北");
+        assert_eq!(percent_decode("50%"), "50%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
     }
 
     #[test]

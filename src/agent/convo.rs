@@ -11,6 +11,8 @@ use serde_json::{Map, Value};
 #[derive(Debug)]
 pub struct Convo {
     pub mode: Mode,
+    /// The client's question, for JSON mode's formatting request.
+    pub question: String,
     /// Every LLM request's fields but `messages`.
     pub base: Map<String, Value>,
     pub messages: Vec<Value>,
@@ -88,6 +90,7 @@ impl Convo {
         }
         let mut c = Convo {
             mode: cfg.mode,
+            question: req.question().to_string(),
             base,
             messages: Vec::new(),
             usage: Usage::default(),

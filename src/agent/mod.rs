@@ -4,6 +4,7 @@
 
 mod batch;
 mod convo;
+mod format;
 mod native;
 mod protocol;
 mod react;
@@ -14,6 +15,7 @@ use crate::openai::answer::{self, Answer};
 use crate::openai::ChatRequest;
 use batch::Batch;
 use convo::{Convo, Next};
+use format::{Format, Target};
 pub use protocol::{Call, CallId, Command, Event, Failure, Reply};
 use serde_json::Value;
 use std::rc::Rc;
@@ -37,6 +39,8 @@ enum State {
     AwaitFirstLlm(Convo),
     AwaitLlm(CallId, Convo),
     AwaitTools(Convo, Batch),
+    /// JSON mode: the answer is being turned into JSON; the finish reason is kept for the end.
+    AwaitFormat(CallId, Convo, Box<Format>, &'static str),
     Done,
 }
 
@@ -46,6 +50,8 @@ pub struct Agent {
     next_id: u32,
     stream: bool,
     include_usage: bool,
+    /// JSON mode's target for this request, until the final answer needs it.
+    json: Option<Target>,
     state: State,
 }
 
@@ -85,6 +91,7 @@ impl Agent {
             next_id: 0,
             stream: false,
             include_usage: false,
+            json: None,
             state: State::AwaitRequest,
         }
     }
@@ -119,7 +126,18 @@ impl Agent {
                     body,
                 },
             ) if id == got => self.on_llm(c, status, body, now_ms),
-            (State::AwaitLlm(id, _), Event::CallFailed { id: got, failure }) if id == got => {
+            (
+                State::AwaitFormat(id, c, f, reason),
+                Event::CallReply {
+                    id: got,
+                    status,
+                    body,
+                },
+            ) if id == got => self.on_format(c, f, reason, status, body, now_ms),
+            (
+                State::AwaitLlm(id, _) | State::AwaitFormat(id, ..),
+                Event::CallFailed { id: got, failure },
+            ) if id == got => {
                 let (status, code) = if *failure == Failure::Timeout {
                     (504, "llm_timeout")
                 } else {
@@ -164,6 +182,10 @@ impl Agent {
         };
         self.stream = req.stream;
         self.include_usage = req.include_usage;
+        match Target::for_request(&self.cfg, &req) {
+            Ok(t) => self.json = t,
+            Err(e) => return self.fail(e),
+        }
         match Convo::start(&self.cfg, req) {
             Ok((c, body)) => (State::AwaitFirstLlm(c), vec![Command::Forward { body }]),
             Err(e) => self.fail(e),
@@ -183,7 +205,18 @@ impl Agent {
             Ok(Next::Answer {
                 content,
                 finish_reason,
-            }) => self.finish(&c, &content, finish_reason, None),
+            }) => match self.json.take() {
+                Some(target) => {
+                    let f = Box::new(Format::start(target, &c.question, &content));
+                    let body = f.body(&self.cfg, &c.model);
+                    let (id, call) = self.llm_call(body, now_ms);
+                    (
+                        State::AwaitFormat(id, c, f, finish_reason),
+                        vec![Command::Dispatch(call)],
+                    )
+                }
+                None => self.finish(&c, &content, finish_reason, None),
+            },
             Ok(Next::ClientTools(message)) => {
                 let content = message
                     .get("content")
@@ -231,6 +264,45 @@ impl Agent {
             return self.fail(e);
         }
         let body = c.observe(&self.cfg, observations);
+        let (id, call) = self.llm_call(body, now_ms);
+        (State::AwaitLlm(id, c), vec![Command::Dispatch(call)])
+    }
+
+    fn on_format(
+        &mut self,
+        mut c: Convo,
+        mut f: Box<Format>,
+        reason: &'static str,
+        status: u16,
+        body: &[u8],
+        now_ms: u64,
+    ) -> Step {
+        if !(200..300).contains(&status) {
+            let text = String::from_utf8_lossy(body);
+            return self.fail(AgentError::new(
+                502,
+                "llm_error",
+                format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)),
+            ));
+        }
+        match f.on_reply(&self.cfg, &c.model.clone(), body, &mut c.usage) {
+            Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
+            Ok(format::Outcome::Retry(body)) => {
+                if let Some(e) = self.deadline_error(now_ms) {
+                    return self.fail(e);
+                }
+                let (id, call) = self.llm_call(body, now_ms);
+                (
+                    State::AwaitFormat(id, c, f, reason),
+                    vec![Command::Dispatch(call)],
+                )
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// An LLM callout carrying `body`.
+    fn llm_call(&mut self, body: Vec<u8>, now_ms: u64) -> (CallId, Call) {
         let id = self.mint();
         let cfg = Rc::clone(&self.cfg);
         let llm = &cfg.llm;
@@ -248,7 +320,7 @@ impl Agent {
             body: Some(body),
             timeout_ms: self.bounded(llm.upstream.timeout_ms, now_ms),
         };
-        (State::AwaitLlm(id, c), vec![Command::Dispatch(call)])
+        (id, call)
     }
 
     fn finish(

@@ -6,6 +6,7 @@ mod fields;
 use crate::doc;
 use crate::openapi::{self, Catalog};
 use crate::prompt::react::Template;
+use crate::schema::Schema;
 use fields::Fields;
 use serde_json::Value;
 use std::fmt;
@@ -16,6 +17,7 @@ pub const DEFAULT_MAX_TOKENS: u64 = 1000;
 pub const DEFAULT_MAX_REQUEST_TIME_MS: u64 = 300_000;
 pub const DEFAULT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
 pub const DEFAULT_MAX_PARALLEL_TOOL_CALLS: usize = 8;
+pub const DEFAULT_JSON_RETRIES: u32 = 3;
 /// OpenAI's limits on function tools.
 pub const MAX_NATIVE_TOOLS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -102,7 +104,8 @@ pub struct Api {
 
 #[derive(Debug, Clone)]
 pub struct JsonResp {
-    pub schema: Value,
+    /// Compiled once, here; every answer is checked against it.
+    pub schema: Schema,
     pub max_retry: u32,
     pub use_response_format: bool,
 }
@@ -166,12 +169,6 @@ impl Config {
             if !key.starts_with('_') {
                 warnings.push(format!("unknown top-level key '{key}' ignored"));
             }
-        }
-        if json_resp.is_some() {
-            return Err(ConfigError::new(
-                "jsonResp.enable",
-                "JSON mode is not available in this build yet",
-            ));
         }
         if mode == Mode::Native && tools.len() > MAX_NATIVE_TOOLS {
             return Err(ConfigError::new(
@@ -506,7 +503,9 @@ fn parse_json_resp(root: &mut Fields<'_>) -> Result<Option<JsonResp>, ConfigErro
             ))
         }
     };
-    let max_retry = f.opt_uint("maxRetry", 0, 10)?.unwrap_or(3) as u32;
+    let max_retry = f
+        .opt_uint("maxRetry", 0, 10)?
+        .map_or(DEFAULT_JSON_RETRIES, |n| n as u32);
     let use_response_format = f.opt_bool("useResponseFormat")?.unwrap_or(false);
     f.deny_unknown()?;
     if !enable {
@@ -524,6 +523,9 @@ fn parse_json_resp(root: &mut Fields<'_>) -> Result<Option<JsonResp>, ConfigErro
             "must be a JSON Schema object",
         ));
     }
+    let schema = Schema::compile(&schema).map_err(|e| {
+        ConfigError::new("jsonResp.jsonSchema", format!("invalid JSON Schema: {e}"))
+    })?;
     Ok(Some(JsonResp {
         schema,
         max_retry,

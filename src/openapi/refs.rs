@@ -3,6 +3,7 @@
 //! result stays a finite, valid JSON Schema.
 
 use super::{ErrorKind, OpenApiError};
+use crate::doc;
 use serde_json::{Map, Value};
 
 const MAX_DEPTH: usize = 64;
@@ -34,7 +35,7 @@ impl<'a> Resolver<'a> {
                 format!("'{reference}': only references inside the document (#/...) are supported"),
             ));
         };
-        let pointer = percent_decode(pointer);
+        let pointer = doc::percent_decode(pointer);
         self.root.pointer(&pointer).ok_or_else(|| {
             OpenApiError::new(
                 ErrorKind::BrokenRef,
@@ -157,7 +158,7 @@ fn nullable_to_type(mut map: Map<String, Value>) -> Value {
 
 fn def_name(reference: &str) -> String {
     let last = reference.rsplit('/').next().unwrap_or(reference);
-    let name: String = percent_decode(last)
+    let name: String = doc::percent_decode(last)
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' {
@@ -172,28 +173,6 @@ fn def_name(reference: &str) -> String {
     } else {
         name
     }
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push(h << 4 | l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
 }
 
 #[cfg(test)]

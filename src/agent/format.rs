@@ -1,0 +1,134 @@
+//! JSON mode: after the loop's final answer, one more LLM call (retried on failure) turns it into JSON
+//! that is valid against the schema: the client's `response_format`, else `jsonResp.jsonSchema`.
+
+use super::AgentError;
+use crate::config::Config;
+use crate::openai::{ChatRequest, LlmReply, Usage};
+use crate::prompt::json_format::{extract, request_messages, retry_message};
+use crate::schema::{describe, Schema};
+use serde_json::{json, Map, Value};
+
+/// What a request's answer must be.
+#[derive(Debug)]
+pub struct Target {
+    schema: Schema,
+    /// Sent on the formatting call, for providers that enforce it.
+    response_format: Option<Value>,
+    max_retry: u32,
+}
+
+impl Target {
+    /// The client's `response_format` wins over the configuration; `Err` is a 400.
+    pub fn for_request(cfg: &Config, req: &ChatRequest) -> Result<Option<Target>, AgentError> {
+        let bad = |m: String| AgentError::new(400, "invalid_response_format", m);
+        let max_retry = cfg
+            .json_resp
+            .as_ref()
+            .map_or(crate::config::DEFAULT_JSON_RETRIES, |j| j.max_retry);
+        let Some(rf) = req.raw.get("response_format").filter(|v| !v.is_null()) else {
+            return Ok(Self::configured(cfg));
+        };
+        let schema = match rf.get("type").and_then(Value::as_str) {
+            Some("json_schema") => {
+                let raw = rf.pointer("/json_schema/schema").ok_or_else(|| bad("response_format.json_schema.schema is required".into()))?;
+                Schema::compile(raw).map_err(|e| bad(format!("response_format.json_schema.schema: invalid JSON Schema: {e}")))?
+            }
+            Some("json_object") => Schema::compile(&json!({"type": "object"})).map_err(bad)?,
+            Some("text") => return Ok(Self::configured(cfg)),
+            other => return Err(bad(format!("response_format.type must be 'text', 'json_object' or 'json_schema', found {other:?}"))),
+        };
+        Ok(Some(Target {
+            schema,
+            response_format: Some(rf.clone()),
+            max_retry,
+        }))
+    }
+
+    /// `jsonResp`, when enabled.
+    fn configured(cfg: &Config) -> Option<Target> {
+        cfg.json_resp.as_ref().map(|j| Target {
+            schema: j.schema.clone(),
+            response_format: j.use_response_format.then(|| {
+                json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": j.schema.root(), "strict": false}})
+            }),
+            max_retry: j.max_retry,
+        })
+    }
+}
+
+/// The formatting exchange: its messages so far and the tries left.
+#[derive(Debug)]
+pub struct Format {
+    target: Target,
+    messages: Vec<Value>,
+    tries: u32,
+    last_problem: String,
+}
+
+pub enum Outcome {
+    Json(String),
+    Retry(Vec<u8>),
+}
+
+impl Format {
+    pub fn start(target: Target, question: &str, answer: &str) -> Format {
+        let messages = request_messages(question, answer, target.schema.root());
+        Format {
+            target,
+            messages,
+            tries: 0,
+            last_problem: String::new(),
+        }
+    }
+
+    /// The next formatting request's body.
+    pub fn body(&self, cfg: &Config, client_model: &str) -> Vec<u8> {
+        let mut m = Map::new();
+        m.insert(
+            "model".into(),
+            json!(cfg.llm.model.as_deref().unwrap_or(client_model)),
+        );
+        m.insert("messages".into(), Value::Array(self.messages.clone()));
+        m.insert("stream".into(), json!(false));
+        m.insert("max_tokens".into(), json!(cfg.llm.max_tokens));
+        if let Some(rf) = &self.target.response_format {
+            m.insert("response_format".into(), rf.clone());
+        }
+        serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+    }
+
+    /// Reads a reply: valid JSON text, the next request's body, or the final mismatch error.
+    pub fn on_reply(
+        &mut self,
+        cfg: &Config,
+        client_model: &str,
+        body: &[u8],
+        usage: &mut Usage,
+    ) -> Result<Outcome, AgentError> {
+        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, "llm_bad_reply", e))?;
+        usage.add(reply.usage);
+        self.tries += 1;
+        let problem = match extract(&reply.content) {
+            Ok(v) => match self.target.schema.validate(&v) {
+                Ok(()) => return Ok(Outcome::Json(v.to_string())),
+                Err(errors) => describe(&errors, 10),
+            },
+            Err(e) => e,
+        };
+        self.last_problem = problem;
+        if self.tries > self.target.max_retry {
+            return Err(AgentError::new(
+                502,
+                "json_schema_mismatch",
+                format!(
+                    "the answer did not match the JSON Schema after {} tries; last problem: {}",
+                    self.tries, self.last_problem
+                ),
+            ));
+        }
+        self.messages
+            .push(json!({"role": "assistant", "content": reply.content}));
+        self.messages.push(retry_message(&self.last_problem));
+        Ok(Outcome::Retry(self.body(cfg, client_model)))
+    }
+}
