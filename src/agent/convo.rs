@@ -27,6 +27,10 @@ pub struct Convo {
     pub call_ids: Vec<String>,
     /// Native mode: names of the client's own tools.
     pub client_tools: Vec<String>,
+    /// Native mode: the client's tool definitions, sent after the gateway's.
+    pub client_tool_specs: Vec<Value>,
+    /// ReAct mode: the client's system text (escaped) that goes before the configured prompt.
+    pub system_prefix: Option<String>,
 }
 
 /// What a reply leads to.
@@ -100,12 +104,14 @@ impl Convo {
             last_observation: String::new(),
             call_ids: Vec::new(),
             client_tools: Vec::new(),
+            client_tool_specs: Vec::new(),
+            system_prefix: None,
         };
         match cfg.mode {
-            Mode::React => react::start(&mut c, cfg, &req)?,
+            Mode::React => react::start(&mut c, &req)?,
             Mode::Native => native::start(&mut c, cfg, &req)?,
         }
-        let body = c.body(None);
+        let body = c.body(cfg, None);
         Ok((c, body))
     }
 
@@ -132,16 +138,64 @@ impl Convo {
             Mode::React => react::observe(self, cfg, observations, limit),
             Mode::Native => native::observe(self, cfg, observations, limit),
         }
-        self.body(cfg.llm.model.as_deref())
+        self.body(cfg, cfg.llm.model.as_deref())
     }
 
-    pub fn body(&self, model: Option<&str>) -> Vec<u8> {
-        let mut m = self.base.clone();
-        if let Some(model) = model {
-            m.insert("model".into(), Value::String(model.to_string()));
+    /// The request body, written directly: the configured prompt and tools were serialized once at
+    /// configuration time and are copied in, not escaped again for every request and turn.
+    pub fn body(&self, cfg: &Config, model: Option<&str>) -> Vec<u8> {
+        let prompt = self
+            .system_prefix
+            .as_ref()
+            .map_or(0, |p| p.len() + cfg.react_prompt_json.len());
+        let mut out = Vec::with_capacity(
+            1024 + prompt + cfg.native_tools_json.len() * usize::from(self.mode == Mode::Native),
+        );
+        out.push(b'{');
+        for (k, v) in &self.base {
+            if !(k == "model" && model.is_some()) {
+                pair(&mut out, k, v);
+            }
         }
-        m.insert("messages".into(), Value::Array(self.messages.clone()));
-        serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+        if let Some(m) = model {
+            pair(&mut out, "model", &Value::String(m.to_string()));
+        }
+        out.extend_from_slice(b"\"messages\":[");
+        if let Some(prefix) = &self.system_prefix {
+            out.extend_from_slice(b"{\"role\":\"system\",\"content\":\"");
+            out.extend_from_slice(prefix.as_bytes());
+            out.extend_from_slice(cfg.react_prompt_json.as_bytes());
+            out.extend_from_slice(b"\"},");
+        }
+        for m in &self.messages {
+            write(&mut out, m);
+            out.push(b',');
+        }
+        if out.last() == Some(&b',') {
+            out.pop();
+        }
+        out.push(b']');
+        if self.mode == Mode::Native {
+            out.extend_from_slice(b",\"tools\":");
+            self.tools(cfg, &mut out);
+        }
+        out.push(b'}');
+        out
+    }
+
+    /// The gateway's tools, then the client's.
+    fn tools(&self, cfg: &Config, out: &mut Vec<u8>) {
+        let gateway = cfg.native_tools_json.as_bytes();
+        if self.client_tool_specs.is_empty() {
+            out.extend_from_slice(gateway);
+            return;
+        }
+        out.extend_from_slice(&gateway[..gateway.len() - 1]);
+        for t in &self.client_tool_specs {
+            out.push(b',');
+            write(out, t);
+        }
+        out.push(b']');
     }
 
     /// The answer when the model still wants tools after the limit.
@@ -160,6 +214,18 @@ impl Convo {
             finish_reason: "length",
         }
     }
+}
+
+fn write(out: &mut Vec<u8>, v: &Value) {
+    // Writing a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, v);
+}
+
+fn pair(out: &mut Vec<u8>, key: &str, v: &Value) {
+    write(out, &Value::String(key.to_string()));
+    out.push(b':');
+    write(out, v);
+    out.push(b',');
 }
 
 /// The request for `name` called with `input`, or what to tell the model instead.

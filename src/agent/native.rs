@@ -10,7 +10,6 @@ use crate::prompt::history::native_messages;
 use serde_json::{json, Value};
 
 pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), AgentError> {
-    let mut tools = cfg.native_tools.clone();
     if let Some(client) = req.raw.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(list) = client else {
             return Err(AgentError::new(
@@ -34,10 +33,9 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
                 return Err(AgentError::new(400, "tool_name_clash", format!("tools[{i}]: '{name}' is also a tool of the gateway; rename the client's tool")));
             }
             c.client_tools.push(name.to_string());
-            tools.push(t.clone());
+            c.client_tool_specs.push(t.clone());
         }
     }
-    c.base.insert("tools".into(), Value::Array(tools));
     c.messages = native_messages(req);
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use super::convo::{tool_work, Convo, Next, Work};
 use super::AgentError;
-use crate::config::Config;
+use crate::config::{json_string_contents, Config};
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::react_messages;
 use crate::prompt::react::{parse, Step};
@@ -22,7 +22,7 @@ const DROPPED: [&str; 7] = [
 const STOP: &str = "Observation:";
 const MAX_STOPS: usize = 4;
 
-pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), AgentError> {
+pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
     if req.raw.get("tools").is_some_and(|t| !t.is_null()) {
         return Err(AgentError::new(400, "unsupported_tools", "client-supplied 'tools' are not supported in ReAct mode; the gateway's tools come from its configuration"));
     }
@@ -32,7 +32,13 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
     c.base.remove("n");
     c.base
         .insert("stop".into(), merged_stop(req.raw.get("stop")));
-    c.messages = react_messages(&cfg.react_prompt, req);
+    let (client_system, messages) = react_messages(req);
+    c.system_prefix = Some(
+        client_system
+            .map(|t| json_string_contents(&format!("{t}\n\n")))
+            .unwrap_or_default(),
+    );
+    c.messages = messages;
     Ok(())
 }
 

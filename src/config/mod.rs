@@ -119,8 +119,12 @@ pub struct Config {
     pub template: Template,
     /// The ReAct system prompt with every tool, rendered once.
     pub react_prompt: String,
+    /// The same prompt as JSON string contents (escaped, no quotes), spliced into every request body.
+    pub react_prompt_json: String,
     /// The OpenAI `tools` array for native mode, rendered once.
     pub native_tools: Vec<Value>,
+    /// The same array as JSON text, spliced into every request body.
+    pub native_tools_json: String,
     pub json_resp: Option<JsonResp>,
     /// Things accepted but worth an operator's attention (ignored keys, skipped operations); logged once.
     pub warnings: Vec<String>,
@@ -178,6 +182,8 @@ impl Config {
         }
         let react_prompt = template.render(&tools);
         let native_tools = native_tools(&tools);
+        let react_prompt_json = json_string_contents(&react_prompt);
+        let native_tools_json = Value::Array(native_tools.clone()).to_string();
         Ok(Config {
             mode,
             llm,
@@ -185,11 +191,19 @@ impl Config {
             tools,
             template,
             react_prompt,
+            react_prompt_json,
             native_tools,
+            native_tools_json,
             json_resp,
             warnings,
         })
     }
+}
+
+/// `text` escaped as the inside of a JSON string.
+pub fn json_string_contents(text: &str) -> String {
+    let quoted = Value::String(text.to_string()).to_string();
+    quoted[1..quoted.len() - 1].to_string()
 }
 
 /// `{"type": "function", "function": {name, description, parameters}}` per tool; descriptions longer

@@ -5,19 +5,17 @@
 use crate::openai::{ChatRequest, Role};
 use serde_json::{json, Value};
 
-pub fn react_messages(system_prompt: &str, req: &ChatRequest) -> Vec<Value> {
+/// The client's system text (to go before the ReAct prompt in one system message) and the other
+/// messages, folded by role.
+pub fn react_messages(req: &ChatRequest) -> (Option<String>, Vec<Value>) {
     let client_system: Vec<&str> = req
         .messages
         .iter()
         .filter(|m| m.role == Role::System && !m.text.trim().is_empty())
         .map(|m| m.text.as_str())
         .collect();
-    let system = if client_system.is_empty() {
-        system_prompt.to_string()
-    } else {
-        format!("{}\n\n{system_prompt}", client_system.join("\n\n"))
-    };
-    let mut out = vec![json!({"role": "system", "content": system})];
+    let system = (!client_system.is_empty()).then(|| client_system.join("\n\n"));
+    let mut out = Vec::with_capacity(req.messages.len());
     let question = req.messages.iter().rposition(|m| m.role == Role::User);
     for (i, m) in req.messages.iter().enumerate() {
         match m.role {
@@ -44,7 +42,7 @@ pub fn react_messages(system_prompt: &str, req: &ChatRequest) -> Vec<Value> {
             }
         }
     }
-    out
+    (system, out)
 }
 
 /// The client's messages as sent, with one repair: an assistant's tool call that has no `tool` answer
@@ -105,19 +103,16 @@ mod tests {
             {"role":"user","content":"How many PRs?"}]}"#,
         )
         .unwrap();
-        let msgs = react_messages("TOOLS", &req);
+        let (system, msgs) = react_messages(&req);
+        assert_eq!(system.as_deref(), Some("Be terse."));
         let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
         assert_eq!(
-            roles,
-            ["system", "user", "assistant", "user", "assistant", "user"]
-        );
-        assert_eq!(msgs[0]["content"], "Be terse.\n\nTOOLS");
-        assert_eq!(
-            msgs[2]["content"],
+            msgs[1]["content"],
             "Action:\n```json\n{\"action\":\"list\",\"action_input\":{\"u\":\"alice\"}}\n```"
         );
-        assert_eq!(msgs[3]["content"], "Observation: [\"gateway\"]");
-        assert_eq!(msgs[5]["content"], "Question: How many PRs?");
+        assert_eq!(msgs[2]["content"], "Observation: [\"gateway\"]");
+        assert_eq!(msgs[4]["content"], "Question: How many PRs?");
     }
 
     #[test]
