@@ -92,6 +92,7 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
                 Event::UpstreamReply {
                     status: 200,
                     body: turn.next().map_or(&[][..], Vec::as_slice),
+                    headers_sent: true,
                 },
                 2,
             ),

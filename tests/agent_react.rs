@@ -576,6 +576,21 @@ fn bad_client_bodies_get_400() {
 }
 
 #[test]
+fn a_rejected_streaming_request_gets_a_json_error() {
+    // No stream has started: the status is real, and OpenAI clients read the error from JSON.
+    let mut h = Harness::new(&pets(json!({})));
+    let out = h.run(&json!({"model": "m", "stream": true, "n": 2, "messages": [{"role": "user", "content": "hi"}]}));
+    assert_eq!(
+        (out.reply.status, out.reply.content_type),
+        (400, "application/json")
+    );
+    assert!(error_of(&out)["message"]
+        .as_str()
+        .unwrap()
+        .contains("'n' must be 1"));
+}
+
+#[test]
 fn llm_failures_end_with_an_openai_error() {
     let cases: Vec<(Vec<Turn>, u16, &str)> = vec![
         (

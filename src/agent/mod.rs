@@ -52,6 +52,8 @@ pub struct Agent {
     include_usage: bool,
     /// JSON mode's target for this request, until the final answer needs it.
     json: Option<Target>,
+    /// The client has response headers: its response (a stream, if it asked for one) has begun.
+    responding: bool,
     state: State,
 }
 
@@ -92,6 +94,7 @@ impl Agent {
             stream: false,
             include_usage: false,
             json: None,
+            responding: false,
             state: State::AwaitRequest,
         }
     }
@@ -115,7 +118,15 @@ impl Agent {
     fn step(&mut self, state: State, event: Event<'_>, now_ms: u64) -> Step {
         match (state, event) {
             (State::AwaitRequest, Event::ClientRequest { body }) => self.start(body),
-            (State::AwaitFirstLlm(c), Event::UpstreamReply { status, body }) => {
+            (
+                State::AwaitFirstLlm(c),
+                Event::UpstreamReply {
+                    status,
+                    body,
+                    headers_sent,
+                },
+            ) => {
+                self.responding = headers_sent;
                 self.on_llm(c, status, body, now_ms)
             }
             (
@@ -175,10 +186,7 @@ impl Agent {
     fn start(&mut self, body: &[u8]) -> Step {
         let req = match ChatRequest::parse(body) {
             Ok(r) => r,
-            Err(e) => {
-                self.stream = sniff_stream(body);
-                return self.fail(AgentError::new(400, "invalid_request", e));
-            }
+            Err(e) => return self.fail(AgentError::new(400, "invalid_request", e)),
         };
         self.stream = req.stream;
         self.include_usage = req.include_usage;
@@ -363,7 +371,9 @@ impl Agent {
             truncate(&e.message, 300)
         );
         let err = answer::error(&e.message, e.kind(), e.code);
-        let (content_type, body) = if self.stream {
+        // Before the upstream answered, the status is still ours to set: a plain JSON error, as
+        // OpenAI sends for a rejected request, even when a stream was asked for.
+        let (content_type, body) = if self.stream && self.responding {
             (answer::SSE, answer::error_sse(&err))
         } else {
             (answer::JSON, err.to_string().into_bytes())
@@ -408,14 +418,6 @@ impl Agent {
             .min(self.deadline().saturating_sub(now_ms))
             .max(1)
     }
-}
-
-/// Whether a body we could not parse asked for a stream, so its 400 has the right shape.
-fn sniff_stream(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("stream").and_then(Value::as_bool))
-        .unwrap_or(false)
 }
 
 fn describe(e: &Event<'_>) -> String {

@@ -30,10 +30,13 @@ pub enum Event<'a> {
     ClientRequest {
         body: &'a [u8],
     },
-    /// The route upstream's reply to the forwarded first LLM request.
+    /// The route upstream's reply to the forwarded first LLM request. `headers_sent`: the client
+    /// already has response headers, so a failure can only be told in the body; false when the host
+    /// can still answer with a status of its own (a reply without a body).
     UpstreamReply {
         status: u16,
         body: &'a [u8],
+        headers_sent: bool,
     },
     CallReply {
         id: CallId,

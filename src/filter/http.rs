@@ -81,6 +81,7 @@ impl Http {
             Event::UpstreamReply {
                 status: self.upstream_status,
                 body: &body,
+                headers_sent: true,
             },
             now_ms,
         );
@@ -290,7 +291,7 @@ impl HttpContext for Http {
         }
     }
 
-    fn on_http_response_headers(&mut self, _n: usize, _end_of_stream: bool) -> Action {
+    fn on_http_response_headers(&mut self, _n: usize, end_of_stream: bool) -> Action {
         let Some(agent) = &self.agent else {
             return Action::Continue;
         };
@@ -307,6 +308,23 @@ impl HttpContext for Http {
             );
             self.agent = None;
             return Action::Continue;
+        }
+        if end_of_stream {
+            // Headers only: Envoy calls no body callback. The agent reads the empty reply now, while
+            // its error can still go out as a local reply with its own status.
+            let (now_ms, _) = host::now();
+            let status = self.upstream_status;
+            let commands = self.agent.as_mut().map(|a| {
+                a.handle(
+                    Event::UpstreamReply {
+                        status,
+                        body: &[],
+                        headers_sent: false,
+                    },
+                    now_ms,
+                )
+            });
+            return self.run(commands.unwrap_or_default());
         }
         self.phase = Phase::Response;
         let content_type = if agent.wants_stream() {

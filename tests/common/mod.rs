@@ -217,6 +217,7 @@ impl Harness {
                             Event::UpstreamReply {
                                 status,
                                 body: b.as_bytes(),
+                                headers_sent: true,
                             },
                             now,
                         )
