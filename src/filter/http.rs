@@ -31,6 +31,8 @@ pub struct Http {
     calls: BTreeMap<u32, CallId>,
     request_size: usize,
     response_size: usize,
+    /// The request's id, as the agent and its logs know it.
+    rid: String,
     /// The upstream's status, read at response-header time (headers cannot be read in body callbacks).
     upstream_status: u16,
 }
@@ -46,6 +48,7 @@ impl Http {
             request_size: 0,
             response_size: 0,
             upstream_status: 0,
+            rid: String::new(),
         }
     }
 
@@ -121,7 +124,7 @@ impl Http {
 
     fn forward(&mut self, body: &[u8]) -> Action {
         if let Err(s) = host::set_buffer(BufferType::HttpRequestBody, self.request_size, body) {
-            log::error!("#{} replacing the request body failed: {s:?}", self.id);
+            log::error!("#{} replacing the request body failed: {s:?}", self.rid);
         }
         Action::Continue
     }
@@ -144,7 +147,7 @@ impl Http {
             Ok(token) => {
                 log::debug!(
                     "#{} call {} → {} {} {}",
-                    self.id,
+                    self.rid,
                     call.id.0,
                     call.cluster,
                     call.method,
@@ -156,7 +159,7 @@ impl Http {
             Err(s) => {
                 log::warn!(
                     "#{} dispatch to cluster '{}' refused: {s:?}",
-                    self.id,
+                    self.rid,
                     call.cluster
                 );
                 Err(Failure::NotSent(format!(
@@ -175,7 +178,7 @@ impl Http {
                 if let Err(s) =
                     hostcalls::send_http_response(reply.status as u32, headers, Some(&reply.body))
                 {
-                    log::error!("#{} local reply failed: {s:?}", self.id);
+                    log::error!("#{} local reply failed: {s:?}", self.rid);
                 }
                 Action::Pause
             }
@@ -183,7 +186,7 @@ impl Http {
                 if reply.status >= 400 {
                     log::info!(
                         "#{} late error {} sent in the body (status already sent)",
-                        self.id,
+                        self.rid,
                         reply.status
                     );
                 }
@@ -192,7 +195,7 @@ impl Http {
                     self.response_size,
                     &reply.body,
                 ) {
-                    log::error!("#{} replacing the response body failed: {s:?}", self.id);
+                    log::error!("#{} replacing the response body failed: {s:?}", self.rid);
                 }
                 Action::Continue
             }
@@ -209,7 +212,7 @@ impl Context for Http {
         _trailers: usize,
     ) {
         let Some(id) = self.calls.remove(&token) else {
-            log::warn!("#{} reply for unknown callout token {token}", self.id);
+            log::warn!("#{} reply for unknown callout token {token}", self.rid);
             return;
         };
         let status = host::call_status();
@@ -233,7 +236,7 @@ impl Context for Http {
         };
         if self.run(commands) == Action::Continue {
             if let Err(s) = hostcalls::resume_http_response() {
-                log::error!("#{} resuming the response failed: {s:?}", self.id);
+                log::error!("#{} resuming the response failed: {s:?}", self.rid);
             }
         }
     }
@@ -267,6 +270,15 @@ impl HttpContext for Http {
             now_ms,
             unix_s,
         };
+        self.rid = meta.id.clone();
+        if let Some(key) = &cfg.llm.api_key {
+            // The consumer's credentials are for the gateway, never for the provider.
+            host::set_header(
+                MapType::HttpRequestHeaders,
+                "authorization",
+                Some(&format!("Bearer {key}")),
+            );
+        }
         self.agent = Some(Agent::new(Rc::clone(cfg), meta));
         host::set_header(MapType::HttpRequestHeaders, "content-length", None);
         host::set_header(MapType::HttpRequestHeaders, "accept-encoding", None);
@@ -304,7 +316,7 @@ impl HttpContext for Http {
             // The provider's own error: the client sees it as it is.
             log::info!(
                 "#{} upstream LLM answered {status}; passed through",
-                self.id
+                self.rid
             );
             self.agent = None;
             return Action::Continue;

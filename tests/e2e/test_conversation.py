@@ -20,6 +20,8 @@ def test_llm_requests_and_final_completion(gateway, mocks):
     first, second = mocks.llm.requests_for(q)
     body = first.json()
     assert (first.method, first.path) == ("POST", CHAT_PATH)
+    # llm.apiKey replaces the consumer's key on the first turn too: it never reaches the provider.
+    assert first.headers["authorization"] == f"Bearer {LLM_KEY}" and CLIENT_KEY not in str(first.headers)
     assert body["model"] == CLIENT_MODEL and body["temperature"] == 0.2     # client fields are kept
     assert body["stream"] is False and body["stop"] == ["END", "Observation:"]
     system, question = body["messages"]
