@@ -201,13 +201,8 @@ impl Agent {
     }
 
     fn on_llm(&mut self, mut c: Convo, status: u16, body: &[u8], now_ms: u64) -> Step {
-        if !(200..300).contains(&status) {
-            let text = String::from_utf8_lossy(body);
-            return self.fail(AgentError::new(
-                502,
-                "llm_error",
-                format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)),
-            ));
+        if let Some(e) = llm_status_error(status, body) {
+            return self.fail(e);
         }
         match c.on_reply(&self.cfg, body) {
             Ok(Next::Answer {
@@ -285,13 +280,8 @@ impl Agent {
         body: &[u8],
         now_ms: u64,
     ) -> Step {
-        if !(200..300).contains(&status) {
-            let text = String::from_utf8_lossy(body);
-            return self.fail(AgentError::new(
-                502,
-                "llm_error",
-                format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)),
-            ));
+        if let Some(e) = llm_status_error(status, body) {
+            return self.fail(e);
         }
         match f.on_reply(&self.cfg, &c.model.clone(), body, &mut c.usage) {
             Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
@@ -418,6 +408,18 @@ impl Agent {
             .min(self.deadline().saturating_sub(now_ms))
             .max(1)
     }
+}
+
+/// A non-2xx LLM reply ends the request; the provider's status and body say why.
+fn llm_status_error(status: u16, body: &[u8]) -> Option<AgentError> {
+    (!(200..300).contains(&status)).then(|| {
+        let text = String::from_utf8_lossy(body);
+        AgentError::new(
+            502,
+            "llm_error",
+            format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)),
+        )
+    })
 }
 
 fn describe(e: &Event<'_>) -> String {
