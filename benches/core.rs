@@ -15,6 +15,15 @@ fn bench(name: &str, filter: &Option<String>, mut f: impl FnMut()) {
     if filter.as_ref().is_some_and(|p| !name.contains(p.as_str())) {
         return;
     }
+    // BENCH_ITERS=N: run N times untimed, for instruction counts under `valgrind --tool=callgrind`.
+    if let Some(n) = std::env::var("BENCH_ITERS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        (0..n).for_each(|_| f());
+        println!("{name}: {n} iterations");
+        return;
+    }
     let warm = Instant::now();
     let mut per_batch = 0u64;
     while warm.elapsed() < Duration::from_millis(300) {

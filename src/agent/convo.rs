@@ -84,10 +84,13 @@ const DROPPED: [&str; 4] = ["messages", "stream", "stream_options", "response_fo
 impl Convo {
     /// The conversation and the first LLM request's body (sent upstream by the route).
     pub fn start(cfg: &Config, req: ChatRequest) -> Result<(Convo, Vec<u8>), AgentError> {
-        let mut base = req.raw.clone();
-        for k in DROPPED {
-            base.remove(k);
-        }
+        // Copy what is kept rather than clone everything and drop: `messages` is most of a request.
+        let mut base: Map<String, Value> = req
+            .raw
+            .iter()
+            .filter(|(k, _)| !DROPPED.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         base.insert("stream".into(), Value::Bool(false));
         if !base.contains_key("max_tokens") && !base.contains_key("max_completion_tokens") {
             base.insert("max_tokens".into(), cfg.llm.max_tokens.into());

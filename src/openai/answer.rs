@@ -24,21 +24,43 @@ fn usage_json(u: Usage) -> Value {
     json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens})
 }
 
+/// Written directly rather than built as a `Value` and serialized: the answer is on every request's path.
 pub fn completion(a: &Answer<'_>) -> Vec<u8> {
-    let body = json!({
-        "id": a.id,
-        "object": "chat.completion",
-        "created": a.created,
-        "model": a.model,
-        "choices": [{
-            "index": 0,
-            "message": message(a),
-            "logprobs": null,
-            "finish_reason": a.finish_reason,
-        }],
-        "usage": usage_json(a.usage),
-    });
-    body.to_string().into_bytes()
+    let mut out = Vec::with_capacity(a.content.len() + 320);
+    out.extend_from_slice(b"{\"id\":");
+    string(&mut out, a.id);
+    out.extend_from_slice(
+        format!(
+            ",\"object\":\"chat.completion\",\"created\":{},\"model\":",
+            a.created
+        )
+        .as_bytes(),
+    );
+    string(&mut out, a.model);
+    out.extend_from_slice(b",\"choices\":[{\"index\":0,\"message\":");
+    match a.tool_calls {
+        Some(_) => value(&mut out, &message(a)),
+        None => {
+            out.extend_from_slice(b"{\"role\":\"assistant\",\"content\":");
+            string(&mut out, a.content);
+            out.extend_from_slice(b",\"refusal\":null}");
+        }
+    }
+    out.extend_from_slice(b",\"logprobs\":null,\"finish_reason\":");
+    string(&mut out, a.finish_reason);
+    out.extend_from_slice(b"}],\"usage\":");
+    value(&mut out, &usage_json(a.usage));
+    out.push(b'}');
+    out
+}
+
+fn string(out: &mut Vec<u8>, s: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn value(out: &mut Vec<u8>, v: &Value) {
+    let _ = serde_json::to_writer(&mut *out, v);
 }
 
 fn message(a: &Answer<'_>) -> Value {
