@@ -55,7 +55,7 @@ class Mocks:
         return [r for s in (self.weather, self.translate) for r in s.requests]
 
 
-def plugin_config(mocks: Mocks, max_iterations: int = 4, language: str = "EN") -> dict:
+def plugin_config(mocks: Mocks, max_iterations: int = 4, language: str = "EN", mode: str = "react") -> dict:
     """The Higress ai-agent configuration: the LLM and the two example APIs, each on its mock."""
     llm = {"apiKey": LLM_KEY, "serviceName": "llm.dns", "servicePort": mocks.llm.port, "domain": LLM_DOMAIN,
            "path": CHAT_PATH, "model": LLM_MODEL, "maxIterations": max_iterations, "maxExecutionTime": 5000,
@@ -69,7 +69,7 @@ def plugin_config(mocks: Mocks, max_iterations: int = 4, language: str = "EN") -
     return {"llm": llm,
             "apis": [{"apiProvider": weather, "api": spec_text("weather.yaml")},
                      {"apiProvider": translate, "api": spec_text("translate.yaml")}],
-            "promptTemplate": {"language": language}, "mode": "react"}
+            "promptTemplate": {"language": language}, "mode": mode}
 
 
 def envoy_config(wasm: str, mocks: Mocks, plugin: dict) -> dict:

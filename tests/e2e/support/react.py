@@ -29,14 +29,21 @@ def final(answer: str, thought: str = "I know what to respond.") -> str:
 
 
 def conversation_position(messages: list[dict]) -> tuple[str, int]:
-    """(question, turn): the text of the `Question:` user message, and how many assistant replies
-    follow it (0 for the first LLM request). Raises ValueError when there is no question."""
+    """(question, turn): the text of the `Question:` user message (ReAct), else of the last user message
+    (native), and how many assistant replies follow it (0 for the first LLM request)."""
     for i, m in enumerate(messages):
         content = m.get("content")
         if m.get("role") == "user" and isinstance(content, str) and content.startswith(QUESTION):
-            turn = sum(1 for later in messages[i + 1:] if later.get("role") == "assistant")
-            return content[len(QUESTION):], turn
-    raise ValueError("no 'Question:' user message")
+            return content[len(QUESTION):], _assistants_after(messages, i)
+    # Native mode sends the client's messages as they are: the question is the last user message.
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user" and isinstance(messages[i].get("content"), str):
+            return messages[i]["content"], _assistants_after(messages, i)
+    raise ValueError("no 'Question:' or user message")
+
+
+def _assistants_after(messages: list[dict], i: int) -> int:
+    return sum(1 for later in messages[i + 1:] if later.get("role") == "assistant")
 
 
 _WEATHER_WORDS = re.compile(r"\b(weather|temperature|forecast|warm|cold|hot|rain\w*|sunny)\b", re.I)
