@@ -1,5 +1,6 @@
 # api-agent: build, test, demo. `make help` lists the targets.
 SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ENVOY ?= $(VENV)/bin/envoy
@@ -58,7 +59,7 @@ lint:
 	cargo clippy --release --target $(TARGET) -- -D warnings
 
 bench: setup build
-	$(SHARED)/bench/run.sh --wasm $(WASM) --envoy $(abspath $(ENVOY)) --out dist/bench.json
+	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(abspath $(ENVOY)) --out $(abspath dist/bench.json) | tee dist/bench.log
 
 clean:
 	rm -rf target dist
