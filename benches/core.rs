@@ -16,10 +16,7 @@ fn bench(name: &str, filter: &Option<String>, mut f: impl FnMut()) {
         return;
     }
     // BENCH_ITERS=N: run N times untimed, for instruction counts under `valgrind --tool=callgrind`.
-    if let Some(n) = std::env::var("BENCH_ITERS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
+    if let Some(n) = std::env::var("BENCH_ITERS").ok().and_then(|v| v.parse::<u64>().ok()) {
         (0..n).for_each(|_| f());
         println!("{name}: {n} iterations");
         return;
@@ -42,12 +39,7 @@ fn bench(name: &str, filter: &Option<String>, mut f: impl FnMut()) {
         .collect();
     samples.sort_by(f64::total_cmp);
     let (p10, p50, p90) = (samples[3], samples[15], samples[27]);
-    println!(
-        "{name:<44} {:>12}  (p10 {}, p90 {})",
-        human(p50),
-        human(p10),
-        human(p90)
-    );
+    println!("{name:<44} {:>12}  (p10 {}, p90 {})", human(p50), human(p10), human(p90));
 }
 
 fn human(ns: f64) -> String {
@@ -85,11 +77,7 @@ fn completion(content: &str) -> Vec<u8> {
 
 /// One whole request through the agent: `calls` tool calls, then the final answer.
 fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[u8]) -> usize {
-    let meta = RequestMeta {
-        id: "b".into(),
-        now_ms: 0,
-        unix_s: 0,
-    };
+    let meta = RequestMeta { id: "b".into(), now_ms: 0, unix_s: 0 };
     let mut agent = Agent::new(Rc::clone(cfg), meta);
     let mut turn = turns.iter();
     let mut cmds = agent.handle(Event::ClientRequest { body: request }, 1);
@@ -106,29 +94,17 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
                 2,
             ),
             Command::Dispatch(c) if c.cluster.contains("||llm") => agent.handle(
-                Event::CallReply {
-                    id: c.id,
-                    status: 200,
-                    body: turn.next().map_or(&[][..], Vec::as_slice),
-                },
+                Event::CallReply { id: c.id, status: 200, body: turn.next().map_or(&[][..], Vec::as_slice) },
                 3,
             ),
-            Command::Dispatch(c) => agent.handle(
-                Event::CallReply {
-                    id: c.id,
-                    status: 200,
-                    body: tool_reply,
-                },
-                3,
-            ),
+            Command::Dispatch(c) => agent.handle(Event::CallReply { id: c.id, status: 200, body: tool_reply }, 3),
         };
     }
 }
 
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/openapi-corpus/deepl-full.yaml");
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/openapi-corpus/deepl-full.yaml");
     if let Ok(deepl) = std::fs::read_to_string(&corpus) {
         let cfg = config(&deepl, "react");
         bench("config: deepl-full.yaml (271 KB, 48 ops)", &filter, || {
@@ -143,20 +119,15 @@ fn main() {
         let Ok(c) = Config::from_value(&cfg) else {
             return;
         };
-        bench(
-            &format!("render ReAct catalog: {n} operation(s)"),
-            &filter,
-            || {
-                black_box(c.template.render(&c.tools).len());
-            },
-        );
+        bench(&format!("render ReAct catalog: {n} operation(s)"), &filter, || {
+            black_box(c.template.render(&c.tools).len());
+        });
     }
     let typical = "Thought: I need the weather.\nAction:\n```json\n{\"action\": \"get_weather_now\", \"action_input\": {\"location\": \"Jinan\", \"unit\": \"c\"}}\n```";
     bench("parse: typical json blob", &filter, || {
         black_box(parse(black_box(typical)));
     });
-    let classic =
-        "Thought: look it up\nAction: get_weather_now\nAction Input: {\"location\": \"Jinan\"}";
+    let classic = "Thought: look it up\nAction: get_weather_now\nAction Input: {\"location\": \"Jinan\"}";
     bench("parse: typical classic", &filter, || {
         black_box(parse(black_box(classic)));
     });
@@ -175,17 +146,11 @@ fn main() {
     if let Some(tool) = tool {
         let args = json!({"id": "a/b c", "limit": 5});
         bench("build tool request", &filter, || {
-            black_box(
-                call::build(&tool, &one.apis[0], black_box(&args))
-                    .map(|r| r.path.len())
-                    .unwrap_or(0),
-            );
+            black_box(call::build(&tool, &one.apis[0], black_box(&args)).map(|r| r.path.len()).unwrap_or(0));
         });
     }
     let request =
-        json!({"model": "m", "messages": [{"role": "user", "content": "Get item 7 please."}]})
-            .to_string()
-            .into_bytes();
+        json!({"model": "m", "messages": [{"role": "user", "content": "Get item 7 please."}]}).to_string().into_bytes();
     let tool_reply = br#"{"id": "7", "name": "seven", "tags": ["a", "b"], "price": 12.5}"#;
     for mode in ["react", "native"] {
         for (n, ops) in [(1, 1), (5, 1), (1, 200)] {
@@ -202,16 +167,10 @@ fn main() {
                 }
             };
             let mut turns: Vec<Vec<u8>> = (0..n).map(call).collect();
-            turns.push(completion(
-                "Thought: done\nFinal Answer: Item 7 is called seven.",
-            ));
-            bench(
-                &format!("full loop {mode}: {n} tool call(s), {ops} op(s)"),
-                &filter,
-                || {
-                    black_box(full_loop(&cfg, &request, &turns, tool_reply));
-                },
-            );
+            turns.push(completion("Thought: done\nFinal Answer: Item 7 is called seven."));
+            bench(&format!("full loop {mode}: {n} tool call(s), {ops} op(s)"), &filter, || {
+                black_box(full_loop(&cfg, &request, &turns, tool_reply));
+            });
         }
     }
 }

@@ -14,8 +14,7 @@ pub fn parse(text: &str) -> Result<Value, String> {
     }
     let mut yaml: yaml_serde::Value =
         yaml_serde::from_str(trimmed).map_err(|e| format!("not valid JSON or YAML: {e}"))?;
-    yaml.apply_merge()
-        .map_err(|e| format!("YAML merge key: {e}"))?;
+    yaml.apply_merge().map_err(|e| format!("YAML merge key: {e}"))?;
     from_yaml(yaml)
 }
 
@@ -26,9 +25,7 @@ fn from_yaml(v: yaml_serde::Value) -> Result<Value, String> {
         Y::Bool(b) => Value::Bool(b),
         Y::Number(n) => yaml_number(&n),
         Y::String(s) => Value::String(s),
-        Y::Sequence(items) => {
-            Value::Array(items.into_iter().map(from_yaml).collect::<Result<_, _>>()?)
-        }
+        Y::Sequence(items) => Value::Array(items.into_iter().map(from_yaml).collect::<Result<_, _>>()?),
         Y::Mapping(m) => {
             let mut out = Map::with_capacity(m.len());
             for (k, v) in m {
@@ -46,10 +43,7 @@ fn yaml_number(n: &yaml_serde::Number) -> Value {
     } else if let Some(u) = n.as_u64() {
         Value::Number(u.into())
     } else {
-        n.as_f64()
-            .and_then(Number::from_f64)
-            .map(Value::Number)
-            .unwrap_or(Value::Null)
+        n.as_f64().and_then(Number::from_f64).map(Value::Number).unwrap_or(Value::Null)
     }
 }
 
@@ -88,11 +82,7 @@ pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    std::borrow::Cow::Owned(format!(
-        "{}…[truncated, {} bytes in all]",
-        &s[..end],
-        s.len()
-    ))
+    std::borrow::Cow::Owned(format!("{}…[truncated, {} bytes in all]", &s[..end], s.len()))
 }
 
 /// `%XX` escapes decoded (as in URI fragments holding JSON pointers); invalid escapes kept as they are.
@@ -146,9 +136,7 @@ mod tests {
 
     #[test]
     fn bad_text_is_an_error() {
-        assert!(parse("a: [1, 2")
-            .unwrap_err()
-            .contains("not valid JSON or YAML"));
+        assert!(parse("a: [1, 2").unwrap_err().contains("not valid JSON or YAML"));
     }
 
     #[test]

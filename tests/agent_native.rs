@@ -15,14 +15,7 @@ fn native(extra: Value) -> String {
     if let (Value::Object(a), Value::Object(b)) = (&mut e, extra) {
         a.extend(b);
     }
-    config(
-        &[(
-            "pets.svc",
-            "oai-petstore.yaml",
-            json!({"apiKey": {"in": "query", "name": "apikey", "value": "K"}}),
-        )],
-        e,
-    )
+    config(&[("pets.svc", "oai-petstore.yaml", json!({"apiKey": {"in": "query", "name": "apikey", "value": "K"}}))], e)
 }
 
 fn answer(text: &str) -> Turn {
@@ -31,49 +24,28 @@ fn answer(text: &str) -> Turn {
 
 /// A tool that answers with the pet id it was asked for, after `/v1/pets/`.
 fn echo_pet(c: &api_agent::agent::Call) -> ToolReply {
-    let id = c
-        .path
-        .trim_start_matches("/v1/pets/")
-        .split('?')
-        .next()
-        .unwrap_or("");
+    let id = c.path.trim_start_matches("/v1/pets/").split('?').next().unwrap_or("");
     ToolReply::Http(200, format!(r#"{{"id": "{id}"}}"#))
 }
 
 #[test]
 fn single_call_round_trip() {
     let mut h = Harness::new(&native(json!({})))
-        .llm([
-            native_calls(&[("call_1", "listPets", json!({"limit": 3}))]),
-            answer("Three pets."),
-        ])
+        .llm([native_calls(&[("call_1", "listPets", json!({"limit": 3}))]), answer("Three pets.")])
         .tool_json(PETS, r#"[{"id": 1}]"#);
     let out = h.run(&user("Show me three pets."));
     assert_eq!(out.answer(), "Three pets.");
     assert_eq!(out.tool_calls[0].path, "/v1/pets?limit=3&apikey=K");
     let first = &out.llm_requests[0];
-    let names: Vec<&str> = first["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> =
+        first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["listPets", "createPets", "showPetById"]);
     assert_eq!(first["tools"][0]["type"], "function");
-    assert_eq!(
-        first["tools"][0]["function"]["parameters"]["properties"]["limit"]["type"],
-        "integer"
-    );
-    assert_eq!(
-        first["messages"],
-        json!([{"role": "user", "content": "Show me three pets."}])
-    );
+    assert_eq!(first["tools"][0]["function"]["parameters"]["properties"]["limit"]["type"], "integer");
+    assert_eq!(first["messages"], json!([{"role": "user", "content": "Show me three pets."}]));
     let msgs = out.llm_requests[1]["messages"].as_array().unwrap();
     assert_eq!(msgs[1]["tool_calls"][0]["id"], "call_1");
-    assert_eq!(
-        msgs[2],
-        json!({"role": "tool", "tool_call_id": "call_1", "content": r#"[{"id": 1}]"#})
-    );
+    assert_eq!(msgs[2], json!({"role": "tool", "tool_call_id": "call_1", "content": r#"[{"id": 1}]"#}));
     assert_eq!(out.json()["usage"]["total_tokens"], 30);
 }
 
@@ -95,22 +67,13 @@ fn parallel_calls_run_together_and_answer_in_call_order() {
     let paths: Vec<&str> = out.tool_calls.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(
         paths,
-        [
-            "/v1/pets/3?apikey=K",
-            "/v1/pets/2?apikey=K",
-            "/v1/pets/1?apikey=K"
-        ],
+        ["/v1/pets/3?apikey=K", "/v1/pets/2?apikey=K", "/v1/pets/1?apikey=K"],
         "answered last-sent first"
     );
     let msgs = out.llm_requests[1]["messages"].as_array().unwrap();
     let tail: Vec<(String, String)> = msgs[2..]
         .iter()
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap().into(),
-                m["content"].as_str().unwrap().into(),
-            )
-        })
+        .map(|m| (m["tool_call_id"].as_str().unwrap().into(), m["content"].as_str().unwrap().into()))
         .collect();
     assert_eq!(
         tail,
@@ -141,10 +104,7 @@ fn concurrency_is_bounded_and_the_rest_queue() {
         .iter()
         .map(|m| m["content"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        contents,
-        [r#"{"id": "1"}"#, r#"{"id": "2"}"#, r#"{"id": "3"}"#]
-    );
+    assert_eq!(contents, [r#"{"id": "1"}"#, r#"{"id": "2"}"#, r#"{"id": "3"}"#]);
 }
 
 #[test]
@@ -153,20 +113,12 @@ fn bad_calls_in_a_turn_do_not_stop_the_good_ones() {
         {"id": "x", "type": "function", "function": {"name": "showPetById", "arguments": "{'petId': 3}"}},
         {"id": "y", "type": "function", "function": {"name": "nope", "arguments": "{}"}},
         {"id": "z", "type": "function", "function": {"name": "showPetById", "arguments": r#"{"petId": "9"}"#}}]});
-    let mut h = Harness::new(&native(json!({})))
-        .llm([Turn::Message(bad_json), answer("Pet 9.")])
-        .tool(PETS, echo_pet);
+    let mut h = Harness::new(&native(json!({}))).llm([Turn::Message(bad_json), answer("Pet 9.")]).tool(PETS, echo_pet);
     let out = h.run(&user("Show pet 9."));
     assert_eq!(out.tool_calls.len(), 1);
     let msgs = out.llm_requests[1]["messages"].as_array().unwrap();
-    assert!(msgs[2]["content"]
-        .as_str()
-        .unwrap()
-        .contains("not valid JSON"));
-    assert!(msgs[3]["content"]
-        .as_str()
-        .unwrap()
-        .starts_with("Unknown tool 'nope'"));
+    assert!(msgs[2]["content"].as_str().unwrap().contains("not valid JSON"));
+    assert!(msgs[3]["content"].as_str().unwrap().starts_with("Unknown tool 'nope'"));
     assert_eq!(msgs[4]["content"], r#"{"id": "9"}"#);
 }
 
@@ -192,21 +144,14 @@ fn client_sampling_fields_are_kept() {
     ] {
         assert_eq!(first[k], req[k], "{k}");
     }
-    assert_eq!(
-        first["messages"], req["messages"],
-        "content parts and system messages are passed as sent"
-    );
+    assert_eq!(first["messages"], req["messages"], "content parts and system messages are passed as sent");
 }
 
 #[test]
 fn client_tools_are_returned_to_the_client() {
     let client_tool = json!({"type": "function", "function": {"name": "get_location", "description": "The user's location", "parameters": {"type": "object", "properties": {}}}});
     for stream in [false, true] {
-        let mut h = Harness::new(&native(json!({}))).llm([native_calls(&[(
-            "loc1",
-            "get_location",
-            json!({}),
-        )])]);
+        let mut h = Harness::new(&native(json!({}))).llm([native_calls(&[("loc1", "get_location", json!({}))])]);
         let mut req = user("Pets near me?");
         req["tools"] = json!([client_tool.clone()]);
         req["stream"] = json!(stream);
@@ -223,10 +168,7 @@ fn client_tools_are_returned_to_the_client() {
         } else {
             let v = out.json();
             assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
-            assert_eq!(
-                v["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
-                "get_location"
-            );
+            assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_location");
             assert_eq!(v["choices"][0]["message"]["content"], Value::Null);
         }
     }
@@ -239,10 +181,7 @@ fn a_client_tool_named_like_a_gateway_tool_is_refused() {
     req["tools"] = json!([{"type": "function", "function": {"name": "listPets"}}]);
     let out = h.run(&req);
     assert_eq!(out.reply.status, 400);
-    assert!(out.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("'listPets' is also a tool of the gateway"));
+    assert!(out.json()["error"]["message"].as_str().unwrap().contains("'listPets' is also a tool of the gateway"));
 }
 
 #[test]
@@ -262,19 +201,16 @@ fn dangling_tool_calls_in_history_are_answered() {
 #[test]
 fn the_limit_forbids_tools_then_explains() {
     let call = || native_calls(&[("a", "listPets", json!({}))]);
-    let mut h = Harness::new(&native(json!({"llm": {"maxIterations": 2}})))
-        .llm([call(), call(), call()])
-        .tool_json(PETS, "[]");
+    let mut h =
+        Harness::new(&native(json!({"llm": {"maxIterations": 2}}))).llm([call(), call(), call()]).tool_json(PETS, "[]");
     let out = h.run(&user("Loop forever"));
     assert_eq!(out.tool_calls.len(), 2);
     let last = &out.llm_requests[2];
     assert_eq!(last["tool_choice"], "none");
-    assert!(
-        last["messages"].as_array().unwrap().last().unwrap()["content"]
-            .as_str()
-            .unwrap()
-            .contains("maximum number of tool calls")
-    );
+    assert!(last["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .contains("maximum number of tool calls"));
     assert_eq!(out.finish_reason(), "length");
     assert!(out.answer().contains("limit of 2"));
 }
@@ -284,9 +220,7 @@ fn missing_call_ids_are_made_up_consistently() {
     let turn = Turn::Message(
         json!({"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "listPets", "arguments": ""}}]}),
     );
-    let mut h = Harness::new(&native(json!({})))
-        .llm([turn, answer("ok")])
-        .tool_json(PETS, "[]");
+    let mut h = Harness::new(&native(json!({}))).llm([turn, answer("ok")]).tool_json(PETS, "[]");
     let out = h.run(&user("List"));
     let msgs = out.llm_requests[1]["messages"].as_array().unwrap();
     assert_eq!(msgs[1]["tool_calls"][0]["id"], "call_1_0");
@@ -298,22 +232,16 @@ fn openai_limits_on_tools() {
     // 129 operations: too many for native mode, fine for ReAct.
     let mut paths = String::new();
     for i in 0..129 {
-        paths.push_str(&format!(
-            "  /r{i}:\n    get: {{operationId: op{i}, description: '{}'}}\n",
-            "d".repeat(1100)
-        ));
+        paths.push_str(&format!("  /r{i}:\n    get: {{operationId: op{i}, description: '{}'}}\n", "d".repeat(1100)));
     }
-    let spec = format!("openapi: 3.0.0\ninfo: {{title: t, version: '1'}}\nservers: [{{url: 'https://x.example'}}]\npaths:\n{paths}");
+    let spec = format!(
+        "openapi: 3.0.0\ninfo: {{title: t, version: '1'}}\nservers: [{{url: 'https://x.example'}}]\npaths:\n{paths}"
+    );
     let cfg = |mode: &str| json!({"mode": mode, "llm": {"serviceName": "l", "servicePort": 1, "path": "/p"}, "apis": [{"apiProvider": {"serviceName": "s", "servicePort": 1}, "api": spec}]});
     let e = Config::from_value(&cfg("native")).unwrap_err().to_string();
-    assert_eq!(
-        e,
-        "apis: mode 'native' allows at most 128 tools (OpenAI's limit); these APIs define 129"
-    );
+    assert_eq!(e, "apis: mode 'native' allows at most 128 tools (OpenAI's limit); these APIs define 129");
     let react = Config::from_value(&cfg("react")).unwrap();
-    let description = react.native_tools[0]["function"]["description"]
-        .as_str()
-        .unwrap();
+    let description = react.native_tools[0]["function"]["description"].as_str().unwrap();
     assert_eq!(description.chars().count(), 1024);
     assert!(description.ends_with('…'));
 }

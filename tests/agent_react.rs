@@ -18,33 +18,19 @@ fn pets(auth: Value) -> String {
 #[test]
 fn v01_single_get_with_query_key() {
     for (syntax, call, fin) in SYNTAXES {
-        let mut h = Harness::new(&pets(
-            json!({"apiKey": {"in": "query", "name": "apikey", "value": "PS-list-5521"}}),
-        ))
-        .llm([
-            call("List pets.", "listPets", json!({"limit": 3})),
-            fin("Rex, Whiskers and Bubbles."),
-        ])
-        .tool_json(
-            PETS,
-            r#"[{"id": 1, "name": "Rex"}, {"id": 2, "name": "Whiskers"}]"#,
-        );
+        let mut h = Harness::new(&pets(json!({"apiKey": {"in": "query", "name": "apikey", "value": "PS-list-5521"}})))
+            .llm([call("List pets.", "listPets", json!({"limit": 3})), fin("Rex, Whiskers and Bubbles.")])
+            .tool_json(PETS, r#"[{"id": 1, "name": "Rex"}, {"id": 2, "name": "Whiskers"}]"#);
         let out = h.run(&user("Show me the first three pets in the store."));
         assert_eq!(out.reply.status, 200, "{syntax}");
         assert_eq!(out.answer(), "Rex, Whiskers and Bubbles.", "{syntax}");
         assert_eq!(out.finish_reason(), "stop");
         assert_eq!(out.tool_calls.len(), 1);
-        assert_eq!(
-            out.tool_calls[0].path,
-            "/v1/pets?limit=3&apikey=PS-list-5521"
-        );
+        assert_eq!(out.tool_calls[0].path, "/v1/pets?limit=3&apikey=PS-list-5521");
         assert_eq!(out.tool_calls[0].authority, "petstore.swagger.io");
         assert_eq!(out.llm_requests.len(), 2);
         // The tool's body reaches the model byte for byte.
-        assert_eq!(
-            out.last_message(2),
-            r#"Observation: [{"id": 1, "name": "Rex"}, {"id": 2, "name": "Whiskers"}]"#
-        );
+        assert_eq!(out.last_message(2), r#"Observation: [{"id": 1, "name": "Rex"}, {"id": 2, "name": "Whiskers"}]"#);
     }
 }
 
@@ -61,39 +47,19 @@ fn v02_two_dependent_calls_with_header_key() {
         );
         let mut h = Harness::new(&cfg)
             .llm([
-                call(
-                    "Find puppies.",
-                    "findPetsByTags",
-                    json!({"tags": ["puppy"]}),
-                ),
-                call(
-                    "Order Biscuit.",
-                    "placeOrder",
-                    json!({"petId": 12, "quantity": 1, "status": "placed"}),
-                ),
+                call("Find puppies.", "findPetsByTags", json!({"tags": ["puppy"]})),
+                call("Order Biscuit.", "placeOrder", json!({"petId": 12, "quantity": 1, "status": "placed"})),
                 fin("I ordered Biscuit (pet 12) for you: order 501, status placed."),
             ])
             .tool(STORE, |c| {
                 if c.method == "GET" {
-                    ToolReply::Http(
-                        200,
-                        r#"[{"id": 12, "name": "Biscuit"}, {"id": 15, "name": "Pepper"}]"#.into(),
-                    )
+                    ToolReply::Http(200, r#"[{"id": 12, "name": "Biscuit"}, {"id": 15, "name": "Pepper"}]"#.into())
                 } else {
-                    ToolReply::Http(
-                        200,
-                        r#"{"id": 501, "petId": 12, "status": "placed"}"#.into(),
-                    )
+                    ToolReply::Http(200, r#"{"id": 501, "petId": 12, "status": "placed"}"#.into())
                 }
             });
-        let out = h.run(&user(
-            "Order one pet tagged puppy for me, whichever the store lists first.",
-        ));
-        assert_eq!(
-            out.answer(),
-            "I ordered Biscuit (pet 12) for you: order 501, status placed.",
-            "{syntax}"
-        );
+        let out = h.run(&user("Order one pet tagged puppy for me, whichever the store lists first."));
+        assert_eq!(out.answer(), "I ordered Biscuit (pet 12) for you: order 501, status placed.", "{syntax}");
         golden("v02-tool-requests.txt", &out.tool_transcript());
         assert!(out.last_message(3).contains(r#""id": 501"#));
     }
@@ -102,70 +68,42 @@ fn v02_two_dependent_calls_with_header_key() {
 #[test]
 fn v03_path_param_then_created_with_empty_body() {
     for (_, call, fin) in SYNTAXES {
-        let mut h = Harness::new(&pets(
-            json!({"headers": {"Authorization": "Bearer pets-admin-token-1"}}),
-        ))
-        .llm([
-            call("Pet 7?", "showPetById", json!({"petId": "7"})),
-            call(
-                "Create Mochi.",
-                "createPets",
-                json!({"id": 8, "name": "Mochi", "tag": "cat"}),
-            ),
-            fin("Done."),
-        ])
-        .tool(PETS, |c| {
-            if c.method == "GET" {
-                ToolReply::Http(200, r#"{"id": 7, "tag": "cat"}"#.into())
-            } else {
-                ToolReply::Http(201, String::new())
-            }
-        });
+        let mut h = Harness::new(&pets(json!({"headers": {"Authorization": "Bearer pets-admin-token-1"}})))
+            .llm([
+                call("Pet 7?", "showPetById", json!({"petId": "7"})),
+                call("Create Mochi.", "createPets", json!({"id": 8, "name": "Mochi", "tag": "cat"})),
+                fin("Done."),
+            ])
+            .tool(PETS, |c| {
+                if c.method == "GET" {
+                    ToolReply::Http(200, r#"{"id": 7, "tag": "cat"}"#.into())
+                } else {
+                    ToolReply::Http(201, String::new())
+                }
+            });
         let out = h.run(&user("Add Mochi like pet 7."));
         assert_eq!(out.answer(), "Done.");
         assert_eq!(out.tool_calls[0].path, "/v1/pets/7");
         assert_eq!(out.tool_calls[1].path, "/v1/pets");
-        assert_eq!(
-            out.tool_calls[1].body.as_deref(),
-            Some(br#"{"id":8,"name":"Mochi","tag":"cat"}"#.as_slice())
-        );
+        assert_eq!(out.tool_calls[1].body.as_deref(), Some(br#"{"id":8,"name":"Mochi","tag":"cat"}"#.as_slice()));
         for c in &out.tool_calls {
-            assert!(c
-                .headers
-                .contains(&("authorization".into(), "Bearer pets-admin-token-1".into())));
+            assert!(c.headers.contains(&("authorization".into(), "Bearer pets-admin-token-1".into())));
         }
-        assert_eq!(
-            out.last_message(3),
-            "Observation: HTTP 201: 'createPets' succeeded with an empty body."
-        );
+        assert_eq!(out.last_message(3), "Observation: HTTP 201: 'createPets' succeeded with an empty body.");
     }
 }
 
 #[test]
 fn v04_tool_500_reaches_the_model_and_the_answer_streams() {
     for (_, call, fin) in SYNTAXES {
-        let cfg = config(
-            &[(
-                "repos.svc",
-                "oai-link-example.yaml",
-                json!({"domain": "repos.local"}),
-            )],
-            json!({}),
-        );
+        let cfg = config(&[("repos.svc", "oai-link-example.yaml", json!({"domain": "repos.local"}))], json!({}));
         let mut h = Harness::new(&cfg)
             .llm([
-                call(
-                    "Fetch it.",
-                    "getRepository",
-                    json!({"username": "jdoe", "slug": "api-agent"}),
-                ),
+                call("Fetch it.", "getRepository", json!({"username": "jdoe", "slug": "api-agent"})),
                 fin("It failed with HTTP 500."),
             ])
             .tool("outbound|8080||repos.svc", |_| {
-                ToolReply::Http(
-                    500,
-                    r#"{"error": {"message": "database unavailable"}}"#.into(),
-                )
+                ToolReply::Http(500, r#"{"error": {"message": "database unavailable"}}"#.into())
             });
         let mut req = user("Show me jdoe/api-agent.");
         req["stream"] = json!(true);
@@ -181,18 +119,10 @@ fn v04_tool_500_reaches_the_model_and_the_answer_streams() {
         let content: String = events[..events.len() - 1]
             .iter()
             .map(|e| serde_json::from_str::<Value>(e).unwrap())
-            .filter_map(|v| {
-                v["choices"][0]["delta"]["content"]
-                    .as_str()
-                    .map(str::to_string)
-            })
+            .filter_map(|v| v["choices"][0]["delta"]["content"].as_str().map(str::to_string))
             .collect();
         assert_eq!(content, "It failed with HTTP 500.");
-        assert_eq!(
-            out.llm_requests[0]["stream"],
-            json!(false),
-            "the LLM is never asked to stream"
-        );
+        assert_eq!(out.llm_requests[0]["stream"], json!(false), "the LLM is never asked to stream");
     }
 }
 
@@ -203,26 +133,16 @@ fn v05_malformed_input_is_never_executed_and_the_model_recovers() {
         "Thought: Look up order 3.\nAction:\n```json\n{\"action\": \"getOrderById\", \"action_input\": {'orderId': 3}}\n```",
     ];
     for (bad, (_, call, fin)) in bad.into_iter().zip(SYNTAXES) {
-        let cfg = config(
-            &[("store.svc", "swagger-petstore-v3.yaml", json!({}))],
-            json!({}),
-        );
+        let cfg = config(&[("store.svc", "swagger-petstore-v3.yaml", json!({}))], json!({}));
         let mut h = Harness::new(&cfg)
-            .llm([
-                text(bad),
-                call("Again.", "getOrderById", json!({"orderId": 3})),
-                fin("Order 3 is approved."),
-            ])
+            .llm([text(bad), call("Again.", "getOrderById", json!({"orderId": 3})), fin("Order 3 is approved.")])
             .tool_json(STORE, r#"{"id": 3, "status": "approved"}"#);
         let out = h.run(&user("What is the status of order 3?"));
         assert_eq!(out.answer(), "Order 3 is approved.");
         assert_eq!(out.tool_calls.len(), 1);
         assert_eq!(out.tool_calls[0].path, "/api/v3/store/order/3");
         let told = out.last_message(2);
-        assert!(
-            told.starts_with("Observation: Invalid format:") && told.contains("not valid JSON"),
-            "{told}"
-        );
+        assert!(told.starts_with("Observation: Invalid format:") && told.contains("not valid JSON"), "{told}");
     }
 }
 
@@ -244,57 +164,31 @@ fn v06_max_iterations_stops_the_loop_with_an_explanation() {
                 call("Again.", "getMuseumHours", args.clone()),
                 call("Again.", "getMuseumHours", args),
             ])
-            .tool_json(
-                "outbound|8080||museum.svc",
-                r#"[{"date": "2023-09-11", "timeOpen": "09:00"}]"#,
-            );
+            .tool_json("outbound|8080||museum.svc", r#"[{"date": "2023-09-11", "timeOpen": "09:00"}]"#);
         let out = h.run(&user("Keep checking the museum hours."));
         assert_eq!(out.tool_calls.len(), 2, "never a third tool call");
         assert_eq!(out.llm_requests.len(), 3);
         assert!(out.last_message(3).contains("maximum number of tool calls"));
         assert_eq!(out.finish_reason(), "length");
-        assert!(
-            out.answer().contains("limit of 2 tool calls"),
-            "{}",
-            out.answer()
-        );
-        assert_eq!(
-            out.tool_calls[0].path,
-            "/_mock/docs/openapi/museum-api/museum-hours?startDate=2023-09-11&limit=1"
-        );
+        assert!(out.answer().contains("limit of 2 tool calls"), "{}", out.answer());
+        assert_eq!(out.tool_calls[0].path, "/_mock/docs/openapi/museum-api/museum-hours?startDate=2023-09-11&limit=1");
     }
 }
 
 #[test]
 fn max_iterations_then_a_final_answer_is_a_normal_stop() {
-    let cfg = config(
-        &[("pets.svc", "oai-petstore.yaml", json!({}))],
-        json!({"llm": {"maxIterations": 1}}),
-    );
+    let cfg = config(&[("pets.svc", "oai-petstore.yaml", json!({}))], json!({"llm": {"maxIterations": 1}}));
     let mut h = Harness::new(&cfg)
-        .llm([
-            classic_call("a", "listPets", json!({})),
-            classic_final("Two pets."),
-        ])
+        .llm([classic_call("a", "listPets", json!({})), classic_final("Two pets.")])
         .tool_json(PETS, "[]");
     let out = h.run(&user("How many pets?"));
-    assert_eq!(
-        (out.answer().as_str(), out.finish_reason().as_str()),
-        ("Two pets.", "stop")
-    );
+    assert_eq!((out.answer().as_str(), out.finish_reason().as_str()), ("Two pets.", "stop"));
     assert_eq!(out.tool_calls.len(), 1);
 }
 
 #[test]
 fn v07_history_and_system_message_reach_the_model() {
-    let cfg = config(
-        &[(
-            "repos.svc",
-            "oai-link-example.yaml",
-            json!({"domain": "repos.local"}),
-        )],
-        json!({}),
-    );
+    let cfg = config(&[("repos.svc", "oai-link-example.yaml", json!({"domain": "repos.local"}))], json!({}));
     let mut h = Harness::new(&cfg).llm([classic_final("gateway has 2 open pull requests.")]);
     let req = json!({"model": "m", "messages": [
         {"role": "system", "content": "You are a terse release manager."},
@@ -307,14 +201,8 @@ fn v07_history_and_system_message_reach_the_model() {
         .as_str()
         .unwrap()
         .starts_with("You are a terse release manager.\n\nRespond to the human"));
-    assert_eq!(
-        msgs[1],
-        json!({"role": "user", "content": "Which repositories does alice own?"})
-    );
-    assert_eq!(
-        msgs[2],
-        json!({"role": "assistant", "content": "alice owns gateway and docs."})
-    );
+    assert_eq!(msgs[1], json!({"role": "user", "content": "Which repositories does alice own?"}));
+    assert_eq!(msgs[2], json!({"role": "assistant", "content": "alice owns gateway and docs."}));
     assert_eq!(
         msgs[3],
         json!({"role": "user", "content": "Question: How many open pull requests does the first one have?"})
@@ -335,11 +223,7 @@ fn v08_chinese_question_tools_and_multiline_answer() {
         let answer = "天安门广场位于北京市东城区。\n坐标：116.397455,39.909187（经度,纬度）";
         let mut h = Harness::new(&cfg)
             .llm([
-                call(
-                    "需要查询坐标。",
-                    "get_location_coordinate",
-                    json!({"keywords": "天安门广场", "region": "北京"}),
-                ),
+                call("需要查询坐标。", "get_location_coordinate", json!({"keywords": "天安门广场", "region": "北京"})),
                 fin(answer),
             ])
             .tool_json(
@@ -352,14 +236,8 @@ fn v08_chinese_question_tools_and_multiline_answer() {
             out.tool_calls[0].path,
             "/v5/place/text?keywords=%E5%A4%A9%E5%AE%89%E9%97%A8%E5%B9%BF%E5%9C%BA&region=%E5%8C%97%E4%BA%AC&key=AMAP-v1s1ble"
         );
-        let system = out.llm_requests[0]["messages"][0]["content"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        assert!(
-            system.contains("根据POI名称，获得POI的经纬度坐标")
-                && system.contains("输入要回答的问题")
-        );
+        let system = out.llm_requests[0]["messages"][0]["content"].as_str().unwrap().to_string();
+        assert!(system.contains("根据POI名称，获得POI的经纬度坐标") && system.contains("输入要回答的问题"));
     }
 }
 
@@ -379,10 +257,7 @@ fn higress_l1_bare_blob_with_string_input_and_classic_final() {
 #[test]
 fn plain_string_input_fills_a_single_parameter() {
     let mut h = Harness::new(&pets(json!({})))
-        .llm([
-            text("Action: showPetById\nAction Input: 42"),
-            classic_final("Pet 42 is Rex."),
-        ])
+        .llm([text("Action: showPetById\nAction Input: 42"), classic_final("Pet 42 is Rex.")])
         .tool_json(PETS, r#"{"id": 42, "name": "Rex"}"#);
     let out = h.run(&user("Who is pet 42?"));
     assert_eq!(out.tool_calls[0].path, "/v1/pets/42");
@@ -403,41 +278,26 @@ fn unknown_tool_and_bad_arguments_are_observations() {
     assert!(out.tool_calls.is_empty());
     assert!(
         out.last_message(2).contains("Unknown tool 'unknownTool'")
-            && out
-                .last_message(2)
-                .contains("listPets, createPets, showPetById")
+            && out.last_message(2).contains("listPets, createPets, showPetById")
     );
-    assert!(out
-        .last_message(3)
-        .contains("Invalid arguments for 'createPets': missing required argument(s) 'id'"));
-    assert!(out
-        .last_message(4)
-        .contains("'limit' must be of type integer"));
+    assert!(out.last_message(3).contains("Invalid arguments for 'createPets': missing required argument(s) 'id'"));
+    assert!(out.last_message(4).contains("'limit' must be of type integer"));
     assert_eq!(out.answer(), "I cannot.");
 }
 
 #[test]
 fn tool_failures_are_observations() {
     for (failure, expected) in [
-        (
-            Failure::Timeout,
-            "Observation: The call to 'listPets' timed out.",
-        ),
+        (Failure::Timeout, "Observation: The call to 'listPets' timed out."),
         (
             Failure::NotSent("unknown cluster".into()),
             "Observation: The call to 'listPets' could not be sent: unknown cluster.",
         ),
-        (
-            Failure::Broken("reset".into()),
-            "Observation: The call to 'listPets' failed: reset.",
-        ),
+        (Failure::Broken("reset".into()), "Observation: The call to 'listPets' failed: reset."),
     ] {
         let f = failure.clone();
         let mut h = Harness::new(&pets(json!({})))
-            .llm([
-                classic_call("x", "listPets", json!({})),
-                classic_final("Sorry."),
-            ])
+            .llm([classic_call("x", "listPets", json!({})), classic_final("Sorry.")])
             .tool(PETS, move |_| ToolReply::Fail(f.clone()));
         let out = h.run(&user("List pets"));
         assert_eq!(out.last_message(2), expected);
@@ -452,26 +312,17 @@ fn large_tool_bodies_are_truncated() {
         &[("pets.svc", "oai-petstore.yaml", json!({}))],
         json!({"llm": {"maxObservationBytes": 100}}),
     ))
-    .llm([
-        classic_call("x", "listPets", json!({})),
-        classic_final("Many."),
-    ])
+    .llm([classic_call("x", "listPets", json!({})), classic_final("Many.")])
     .tool_json(PETS, &big);
     let out = h.run(&user("List pets"));
     let obs = out.last_message(2);
-    assert!(
-        obs.len() < 200 && obs.contains("truncated, 20001 bytes in all"),
-        "{obs}"
-    );
+    assert!(obs.len() < 200 && obs.contains("truncated, 20001 bytes in all"), "{obs}");
 }
 
 #[test]
 fn llm_requests_are_rewritten_as_documented() {
     let mut h = Harness::new(&pets(json!({})))
-        .llm([
-            classic_call("x", "listPets", json!({})),
-            classic_final("ok"),
-        ])
+        .llm([classic_call("x", "listPets", json!({})), classic_final("ok")])
         .tool_json(PETS, "[]");
     let req = json!({"model": "client-model", "temperature": 0.2, "top_p": 0.9, "user": "u1", "stop": "END",
         "stream": true, "stream_options": {"include_usage": true}, "x-vendor": {"a": 1},
@@ -480,11 +331,7 @@ fn llm_requests_are_rewritten_as_documented() {
     let first = &out.llm_requests[0];
     assert_eq!(first["model"], "client-model");
     assert_eq!(
-        (
-            first["temperature"].clone(),
-            first["top_p"].clone(),
-            first["user"].clone()
-        ),
+        (first["temperature"].clone(), first["top_p"].clone(), first["user"].clone()),
         (json!(0.2), json!(0.9), json!("u1"))
     );
     assert_eq!(first["stream"], json!(false));
@@ -493,18 +340,13 @@ fn llm_requests_are_rewritten_as_documented() {
     assert_eq!(first["x-vendor"], json!({"a": 1}));
     assert!(first.get("stream_options").is_none());
     let second = &out.llm_requests[1];
-    assert_eq!(
-        second["model"], "callout-model",
-        "later turns use llm.model"
-    );
+    assert_eq!(second["model"], "callout-model", "later turns use llm.model");
     let call = &out.llm_calls[0];
     assert_eq!(
         (call.method, call.path.as_str(), call.authority.as_str()),
         ("POST", "/v1/chat/completions", "llm.example.com")
     );
-    assert!(call
-        .headers
-        .contains(&("authorization".into(), "Bearer sk-llm".into())));
+    assert!(call.headers.contains(&("authorization".into(), "Bearer sk-llm".into())));
     assert_eq!(call.timeout_ms, 50_000);
     let msgs = second["messages"].as_array().unwrap();
     assert_eq!(
@@ -524,18 +366,12 @@ fn usage_is_summed_and_the_reply_is_a_complete_completion() {
         .tool_json(PETS, "[]");
     let out = h.run(&user("List pets twice"));
     let v = out.json();
-    assert_eq!(
-        v["usage"],
-        json!({"prompt_tokens": 30, "completion_tokens": 15, "total_tokens": 45})
-    );
+    assert_eq!(v["usage"], json!({"prompt_tokens": 30, "completion_tokens": 15, "total_tokens": 45}));
     assert_eq!(v["id"], "chatcmpl-test1");
     assert_eq!(v["object"], "chat.completion");
     assert_eq!(v["created"], 1_700_000_000);
     assert_eq!(v["model"], "mock-llm");
-    assert_eq!(
-        v["choices"][0]["message"],
-        json!({"role": "assistant", "content": "Done.", "refusal": null})
-    );
+    assert_eq!(v["choices"][0]["message"], json!({"role": "assistant", "content": "Done.", "refusal": null}));
     assert_eq!(out.reply.content_type, "application/json");
 }
 
@@ -580,63 +416,27 @@ fn a_rejected_streaming_request_gets_a_json_error() {
     // No stream has started: the status is real, and OpenAI clients read the error from JSON.
     let mut h = Harness::new(&pets(json!({})));
     let out = h.run(&json!({"model": "m", "stream": true, "n": 2, "messages": [{"role": "user", "content": "hi"}]}));
-    assert_eq!(
-        (out.reply.status, out.reply.content_type),
-        (400, "application/json")
-    );
-    assert!(error_of(&out)["message"]
-        .as_str()
-        .unwrap()
-        .contains("'n' must be 1"));
+    assert_eq!((out.reply.status, out.reply.content_type), (400, "application/json"));
+    assert!(error_of(&out)["message"].as_str().unwrap().contains("'n' must be 1"));
 }
 
 #[test]
 fn llm_failures_end_with_an_openai_error() {
     let cases: Vec<(Vec<Turn>, u16, &str)> = vec![
-        (
-            vec![Turn::Raw(
-                200,
-                r#"{"id": "chatcmpl-123", "choices": [{"index": 0"#.into(),
-            )],
-            502,
-            "not JSON",
-        ),
-        (
-            vec![Turn::Raw(200, r#"{"choices": []}"#.into())],
-            502,
-            "no choices",
-        ),
+        (vec![Turn::Raw(200, r#"{"id": "chatcmpl-123", "choices": [{"index": 0"#.into())], 502, "not JSON"),
+        (vec![Turn::Raw(200, r#"{"choices": []}"#.into())], 502, "no choices"),
         (vec![Turn::Raw(500, "boom".into())], 502, "HTTP 500: boom"),
+        (vec![classic_call("a", "listPets", json!({})), Turn::Fail(Failure::Timeout)], 504, "timed out"),
+        (vec![classic_call("a", "listPets", json!({})), Turn::Raw(503, "overloaded".into())], 502, "HTTP 503"),
         (
-            vec![
-                classic_call("a", "listPets", json!({})),
-                Turn::Fail(Failure::Timeout),
-            ],
-            504,
-            "timed out",
-        ),
-        (
-            vec![
-                classic_call("a", "listPets", json!({})),
-                Turn::Raw(503, "overloaded".into()),
-            ],
-            502,
-            "HTTP 503",
-        ),
-        (
-            vec![
-                classic_call("a", "listPets", json!({})),
-                Turn::Fail(Failure::NotSent("no cluster".into())),
-            ],
+            vec![classic_call("a", "listPets", json!({})), Turn::Fail(Failure::NotSent("no cluster".into()))],
             502,
             "could not be sent",
         ),
     ];
     for (turns, status, says) in cases {
         for stream in [false, true] {
-            let mut h = Harness::new(&pets(json!({})))
-                .llm(turns.clone())
-                .tool_json(PETS, "[]");
+            let mut h = Harness::new(&pets(json!({}))).llm(turns.clone()).tool_json(PETS, "[]");
             let mut req = user("List pets");
             req["stream"] = json!(stream);
             let out = h.run(&req);
@@ -657,33 +457,20 @@ fn llm_failures_end_with_an_openai_error() {
 
 #[test]
 fn the_request_deadline_bounds_the_loop() {
-    let cfg = config(
-        &[("pets.svc", "oai-petstore.yaml", json!({}))],
-        json!({"llm": {"maxRequestTime": 1000}}),
-    );
-    let turns: Vec<Turn> = (0..10)
-        .map(|_| classic_call("again", "listPets", json!({})))
-        .collect();
+    let cfg = config(&[("pets.svc", "oai-petstore.yaml", json!({}))], json!({"llm": {"maxRequestTime": 1000}}));
+    let turns: Vec<Turn> = (0..10).map(|_| classic_call("again", "listPets", json!({}))).collect();
     let mut h = Harness::new(&cfg).llm(turns).tool_json(PETS, "[]");
     h.step_ms = 300;
     let out = h.run(&user("List pets forever"));
     assert_eq!(out.reply.status, 504);
-    assert!(error_of(&out)["message"]
-        .as_str()
-        .unwrap()
-        .contains("maxRequestTime"));
+    assert!(error_of(&out)["message"].as_str().unwrap().contains("maxRequestTime"));
     // Every call's timeout was cut to what remained of the request's time.
-    assert!(out
-        .tool_calls
-        .iter()
-        .chain(&out.llm_calls)
-        .all(|c| c.timeout_ms <= 1000));
+    assert!(out.tool_calls.iter().chain(&out.llm_calls).all(|c| c.timeout_ms <= 1000));
 }
 
 #[test]
 fn empty_final_answer_is_malformed() {
-    let mut h = Harness::new(&pets(json!({})))
-        .llm([text("Final Answer:   "), classic_final("Now with text.")]);
+    let mut h = Harness::new(&pets(json!({}))).llm([text("Final Answer:   "), classic_final("Now with text.")]);
     let out = h.run(&user("Hello"));
     assert!(out.last_message(2).contains("the final answer is empty"));
     assert_eq!(out.answer(), "Now with text.");
@@ -696,10 +483,7 @@ fn client_tools_are_refused_in_react_mode() {
     req["tools"] = json!([{"type": "function", "function": {"name": "f"}}]);
     let out = h.run(&req);
     assert_eq!(out.reply.status, 400);
-    assert!(error_of(&out)["message"]
-        .as_str()
-        .unwrap()
-        .contains("not supported in ReAct mode"));
+    assert!(error_of(&out)["message"].as_str().unwrap().contains("not supported in ReAct mode"));
 }
 
 #[test]
@@ -727,10 +511,6 @@ fn sse_events(body: &str) -> Vec<String> {
     assert!(body.ends_with("\n\n"), "{body}");
     body.split("\n\n")
         .filter(|e| !e.is_empty())
-        .map(|e| {
-            e.strip_prefix("data: ")
-                .unwrap_or_else(|| panic!("not a data event: {e}"))
-                .to_string()
-        })
+        .map(|e| e.strip_prefix("data: ").unwrap_or_else(|| panic!("not a data event: {e}")).to_string())
         .collect()
 }

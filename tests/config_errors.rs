@@ -43,10 +43,7 @@ fn higress_defaults() {
     assert_eq!(c.apis[0].upstream.cluster, "outbound|9090||api-service");
     assert_eq!(c.apis[0].upstream.timeout_ms, 50_000);
     assert!(!c.template.chinese);
-    assert!(
-        c.react_prompt.contains("input question to answer")
-            && c.react_prompt.contains("I know what to respond")
-    );
+    assert!(c.react_prompt.contains("input question to answer") && c.react_prompt.contains("I know what to respond"));
     assert!(c.json_resp.is_none());
 }
 
@@ -58,24 +55,11 @@ fn accepted_variants() {
     assert_eq!(c.llm.max_tokens, 77, "Higress's maxToken spelling");
     let c = Config::from_value(&with(base(), "/llm/cluster", json!("my-llm"))).unwrap();
     assert_eq!(c.llm.upstream.cluster, "my-llm");
-    let cfg = with(
-        base(),
-        "/apis/0/apiProvider/apiKey",
-        json!({"in": "header", "name": "DeepL-Auth-Key", "value": "K"}),
-    );
+    let cfg =
+        with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "header", "name": "DeepL-Auth-Key", "value": "K"}));
     let c = Config::from_value(&cfg).unwrap();
-    assert_eq!(
-        c.apis[0].api_key,
-        Some(ApiKey::Header {
-            name: "DeepL-Auth-Key".into(),
-            value: "K".into()
-        })
-    );
-    let cfg = with(
-        base(),
-        "/promptTemplate",
-        json!({"language": "CH", "chTemplate": {"question": "问题"}}),
-    );
+    assert_eq!(c.apis[0].api_key, Some(ApiKey::Header { name: "DeepL-Auth-Key".into(), value: "K".into() }));
+    let cfg = with(base(), "/promptTemplate", json!({"language": "CH", "chTemplate": {"question": "问题"}}));
     let c = Config::from_value(&cfg).unwrap();
     assert!(c.template.chinese && c.react_prompt.contains("Question: 问题"));
     // Higress adds these at the root; typos at the root are warned about, not fatal.
@@ -104,18 +88,9 @@ fn bad_configurations_name_the_field() {
     let cases: Vec<(Value, &str)> = vec![
         (with(base(), "/llm", Value::Null), "llm: required"),
         (with(base(), "/apis", Value::Null), "apis: required"),
-        (
-            with(base(), "/apis", json!([])),
-            "apis: must list at least one API",
-        ),
-        (
-            with(base(), "/apis", json!({})),
-            "apis: must be a list, found object",
-        ),
-        (
-            with(base(), "/apis/0/apiProvider", Value::Null),
-            "apis[0].apiProvider: required",
-        ),
+        (with(base(), "/apis", json!([])), "apis: must list at least one API"),
+        (with(base(), "/apis", json!({})), "apis: must be a list, found object"),
+        (with(base(), "/apis/0/apiProvider", Value::Null), "apis[0].apiProvider: required"),
         (
             with(base(), "/apis/0/apiProvider/servicePort", Value::Null),
             "apis[0].apiProvider.servicePort: required (or name the Envoy cluster in 'cluster')",
@@ -137,11 +112,7 @@ fn bad_configurations_name_the_field() {
             "apis[0].apiProvider.servicport: unknown key (did you mean 'servicePort'?)",
         ),
         (
-            with(
-                base(),
-                "/apis/0/apiProvider/apiKey",
-                json!({"in": "cookie", "name": "a"}),
-            ),
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "cookie", "name": "a"})),
             "apis[0].apiProvider.apiKey.in: must be 'header', 'query' or 'none', found 'cookie'",
         ),
         (
@@ -149,29 +120,15 @@ fn bad_configurations_name_the_field() {
             "apis[0].apiProvider.apiKey.name: required",
         ),
         (
-            with(
-                base(),
-                "/apis/0/apiProvider/headers",
-                json!({"X-A": "a\r\nb"}),
-            ),
+            with(base(), "/apis/0/apiProvider/headers", json!({"X-A": "a\r\nb"})),
             "apis[0].apiProvider.headers.X-A: header value must not contain CR, LF or NUL",
         ),
         (
-            with(
-                base(),
-                "/apis/0/apiProvider/headers",
-                json!({"bad name": "a"}),
-            ),
+            with(base(), "/apis/0/apiProvider/headers", json!({"bad name": "a"})),
             "apis[0].apiProvider.headers.bad name: not a valid header name",
         ),
-        (
-            with(base(), "/apis/0/api", Value::Null),
-            "apis[0].api: required",
-        ),
-        (
-            with(base(), "/apis/0/api", json!("")),
-            "apis[0].api: must not be empty",
-        ),
+        (with(base(), "/apis/0/api", Value::Null), "apis[0].api: required"),
+        (with(base(), "/apis/0/api", json!("")), "apis[0].api: must not be empty"),
         (
             with(base(), "/apis/0/api", json!("openapi: [")),
             "apis[0].api: OpenAPI not-a-document: not valid JSON or YAML",
@@ -181,54 +138,32 @@ fn bad_configurations_name_the_field() {
             "apis[0].api: OpenAPI unsupported-version: Swagger 2.0",
         ),
         (with(base(), "/llm/path", Value::Null), "llm.path: required"),
-        (
-            with(base(), "/llm/path", json!("v1/chat")),
-            "llm.path: must start with '/', found 'v1/chat'",
-        ),
-        (
-            with(base(), "/llm/maxIterations", json!(-1)),
-            "llm.maxIterations: must be a whole number, found -1",
-        ),
-        (
-            with(base(), "/llm/temperature", json!(1)),
-            "llm.temperature: unknown key (known keys:",
-        ),
+        (with(base(), "/llm/path", json!("v1/chat")), "llm.path: must start with '/', found 'v1/chat'"),
+        (with(base(), "/llm/maxIterations", json!(-1)), "llm.maxIterations: must be a whole number, found -1"),
+        (with(base(), "/llm/temperature", json!(1)), "llm.temperature: unknown key (known keys:"),
         (
             with(base(), "/llm/domain", json!("http://x/")),
             "llm.domain: must be a host name (with an optional port), found 'http://x/'",
         ),
-        (
-            with(base(), "/mode", json!("agent")),
-            "mode: must be 'react' or 'native', found 'agent'",
-        ),
+        (with(base(), "/mode", json!("agent")), "mode: must be 'react' or 'native', found 'agent'"),
         (
             with(base(), "/promptTemplate", json!({"language": "FR"})),
             "promptTemplate.language: must be 'EN' or 'CH', found 'FR'",
         ),
         (
-            with(
-                base(),
-                "/promptTemplate",
-                json!({"enTemplate": {"thought3": "x"}}),
-            ),
+            with(base(), "/promptTemplate", json!({"enTemplate": {"thought3": "x"}})),
             "promptTemplate.enTemplate.thought3: unknown key (did you mean 'thought1'?)",
         ),
         (
             with(base(), "/jsonResp", json!({"enable": true})),
             "jsonResp.jsonSchema: required when jsonResp.enable is true",
         ),
-        (
-            with(base(), "/jsonResp", json!({"enable": "yes"})),
-            "jsonResp.enable: must be true or false, found string",
-        ),
+        (with(base(), "/jsonResp", json!({"enable": "yes"})), "jsonResp.enable: must be true or false, found string"),
         (json!([1]), "must be an object, found array"),
     ];
     for (cfg, expected) in cases {
         let got = error(&cfg);
-        assert!(
-            got.starts_with(expected),
-            "expected '{expected}', got '{got}'"
-        );
+        assert!(got.starts_with(expected), "expected '{expected}', got '{got}'");
     }
 }
 
@@ -245,20 +180,11 @@ fn duplicate_tools_across_apis_and_missing_hosts() {
         "llm": {"serviceName": "l", "servicePort": 1, "path": "/p"},
         "apis": [{"apiProvider": {"cluster": "tools"}, "api": "openapi: 3.1.0\npaths:\n  /a:\n    get: {operationId: a}\n"}],
     });
-    assert_eq!(
-        error(&cfg),
-        "apis[0].apiProvider.domain: required: the server URL of tool 'a' has no host"
-    );
+    assert_eq!(error(&cfg), "apis[0].apiProvider.domain: required: the server URL of tool 'a' has no host");
 }
 
 #[test]
 fn empty_and_non_utf8_text() {
-    assert_eq!(
-        Config::from_slice(b"  ").unwrap_err().to_string(),
-        "configuration is empty"
-    );
-    assert!(Config::from_slice(&[0xff, 0xfe])
-        .unwrap_err()
-        .to_string()
-        .starts_with("configuration is not UTF-8"));
+    assert_eq!(Config::from_slice(b"  ").unwrap_err().to_string(), "configuration is empty");
+    assert!(Config::from_slice(&[0xff, 0xfe]).unwrap_err().to_string().starts_with("configuration is not UTF-8"));
 }

@@ -16,17 +16,11 @@ fn schema() -> Value {
 }
 
 fn cfg(mode: &str, json_resp: Value) -> String {
-    config(
-        &[("pets.svc", "oai-petstore.yaml", json!({}))],
-        json!({"mode": mode, "jsonResp": json_resp}),
-    )
+    config(&[("pets.svc", "oai-petstore.yaml", json!({}))], json!({"mode": mode, "jsonResp": json_resp}))
 }
 
 fn enabled(mode: &str) -> String {
-    cfg(
-        mode,
-        json!({"enable": true, "jsonSchema": schema(), "maxRetry": 1}),
-    )
+    cfg(mode, json!({"enable": true, "jsonSchema": schema(), "maxRetry": 1}))
 }
 
 /// The loop's turns for `mode`: one tool call, then the prose answer.
@@ -37,31 +31,21 @@ fn loop_turns(mode: &str) -> Vec<Turn> {
             Turn::Message(json!({"role": "assistant", "content": "Two pets: Rex and Whiskers."})),
         ]
     } else {
-        vec![
-            classic_call("List.", "listPets", json!({"limit": 2})),
-            classic_final("Two pets: Rex and Whiskers."),
-        ]
+        vec![classic_call("List.", "listPets", json!({"limit": 2})), classic_final("Two pets: Rex and Whiskers.")]
     }
 }
 
 fn run(config: &str, mode: &str, format_turns: Vec<Turn>, request: Value) -> Outcome {
     let mut turns = loop_turns(mode);
     turns.extend(format_turns);
-    let mut h = Harness::new(config)
-        .llm(turns)
-        .tool_json(PETS, r#"[{"name": "Rex"}, {"name": "Whiskers"}]"#);
+    let mut h = Harness::new(config).llm(turns).tool_json(PETS, r#"[{"name": "Rex"}, {"name": "Whiskers"}]"#);
     h.run(&request)
 }
 
 #[test]
 fn valid_the_first_time_in_both_modes() {
     for mode in ["react", "native"] {
-        let out = run(
-            &enabled(mode),
-            mode,
-            vec![text(r#"{"pets": ["Rex", "Whiskers"], "count": 2}"#)],
-            user(QUESTION),
-        );
+        let out = run(&enabled(mode), mode, vec![text(r#"{"pets": ["Rex", "Whiskers"], "count": 2}"#)], user(QUESTION));
         assert_eq!(out.reply.status, 200, "{mode}: {}", out.body_text());
         assert_eq!(
             serde_json::from_str::<Value>(&out.answer()).unwrap(),
@@ -69,27 +53,13 @@ fn valid_the_first_time_in_both_modes() {
         );
         assert_eq!(out.finish_reason(), "stop");
         assert_eq!(out.llm_requests.len(), 3);
-        assert_eq!(
-            out.json()["usage"]["total_tokens"],
-            45,
-            "usage of all three calls"
-        );
+        assert_eq!(out.json()["usage"]["total_tokens"], 45, "usage of all three calls");
         let format = &out.llm_requests[2];
         let text = format["messages"].to_string();
-        assert!(
-            text.contains(QUESTION)
-                && text.contains("Two pets: Rex and Whiskers.")
-                && text.contains("count")
-        );
-        assert!(
-            format.get("tools").is_none() && !text.contains("Action:"),
-            "a plain request, no tools, no ReAct"
-        );
+        assert!(text.contains(QUESTION) && text.contains("Two pets: Rex and Whiskers.") && text.contains("count"));
+        assert!(format.get("tools").is_none() && !text.contains("Action:"), "a plain request, no tools, no ReAct");
         assert_eq!(format["model"], "callout-model");
-        assert!(
-            format.get("response_format").is_none(),
-            "useResponseFormat is off by default"
-        );
+        assert!(format.get("response_format").is_none(), "useResponseFormat is off by default");
     }
 }
 
@@ -98,27 +68,14 @@ fn invalid_then_fixed() {
     let out = run(
         &enabled("react"),
         "react",
-        vec![
-            text(r#"{"pets": "Rex", "count": 2}"#),
-            text("```json\n{\"pets\": [\"Rex\"], \"count\": 1}\n```"),
-        ],
+        vec![text(r#"{"pets": "Rex", "count": 2}"#), text("```json\n{\"pets\": [\"Rex\"], \"count\": 1}\n```")],
         user(QUESTION),
     );
-    assert_eq!(
-        serde_json::from_str::<Value>(&out.answer()).unwrap(),
-        json!({"pets": ["Rex"], "count": 1})
-    );
+    assert_eq!(serde_json::from_str::<Value>(&out.answer()).unwrap(), json!({"pets": ["Rex"], "count": 1}));
     let retry = out.last_message(4);
-    assert!(
-        retry.contains("at /pets: expected array, found string"),
-        "{retry}"
-    );
+    assert!(retry.contains("at /pets: expected array, found string"), "{retry}");
     let msgs = out.llm_requests[3]["messages"].as_array().unwrap();
-    assert_eq!(
-        msgs[msgs.len() - 2]["content"],
-        r#"{"pets": "Rex", "count": 2}"#,
-        "the model sees its own reply"
-    );
+    assert_eq!(msgs[msgs.len() - 2]["content"], r#"{"pets": "Rex", "count": 2}"#, "the model sees its own reply");
 }
 
 #[test]
@@ -126,20 +83,11 @@ fn never_valid_is_a_clear_error_not_prose() {
     for stream in [false, true] {
         let mut req = user(QUESTION);
         req["stream"] = json!(stream);
-        let out = run(
-            &enabled("react"),
-            "react",
-            vec![text("Rex and Whiskers"), text(r#"{"pets": ["Rex"]}"#)],
-            req,
-        );
+        let out = run(&enabled("react"), "react", vec![text("Rex and Whiskers"), text(r#"{"pets": ["Rex"]}"#)], req);
         assert_eq!(out.llm_requests.len(), 4, "one try plus maxRetry 1");
         assert_eq!(out.reply.status, 502);
         let body = out.body_text();
-        assert!(
-            body.contains("json_schema_mismatch")
-                && body.contains("missing required property 'count'"),
-            "{body}"
-        );
+        assert!(body.contains("json_schema_mismatch") && body.contains("missing required property 'count'"), "{body}");
         assert!(!body.contains("Two pets"), "never the prose answer");
         assert_eq!(body.ends_with("data: [DONE]\n\n"), stream);
     }
@@ -149,18 +97,8 @@ fn never_valid_is_a_clear_error_not_prose() {
 fn streamed_json_answer() {
     let mut req = user(QUESTION);
     req["stream"] = json!(true);
-    let out = run(
-        &enabled("native"),
-        "native",
-        vec![text(r#"{"pets": [], "count": 0}"#)],
-        req,
-    );
-    assert!(
-        out.body_text()
-            .contains(r#""delta":{"content":"{\"pets\":[],\"count\":0}"}"#),
-        "{}",
-        out.body_text()
-    );
+    let out = run(&enabled("native"), "native", vec![text(r#"{"pets": [], "count": 0}"#)], req);
+    assert!(out.body_text().contains(r#""delta":{"content":"{\"pets\":[],\"count\":0}"}"#), "{}", out.body_text());
 }
 
 #[test]
@@ -175,20 +113,12 @@ fn the_clients_response_format_wins_and_is_never_forwarded_on_loop_turns() {
             out.llm_requests[0].get("response_format").is_none()
                 && out.llm_requests[1].get("response_format").is_none()
         );
-        assert_eq!(
-            out.llm_requests[2]["response_format"], rf,
-            "the formatting call carries it"
-        );
+        assert_eq!(out.llm_requests[2]["response_format"], rf, "the formatting call carries it");
     }
     // json_object without any configured schema.
     let mut req = user(QUESTION);
     req["response_format"] = json!({"type": "json_object"});
-    let out = run(
-        &cfg("react", json!({})),
-        "react",
-        vec![text("[1]"), text(r#"{"ok": true}"#)],
-        req,
-    );
+    let out = run(&cfg("react", json!({})), "react", vec![text("[1]"), text(r#"{"ok": true}"#)], req);
     assert_eq!(out.answer(), r#"{"ok":true}"#);
     assert!(out.last_message(4).contains("expected object, found array"));
 }
@@ -205,25 +135,14 @@ fn bad_response_formats_are_400() {
         req["response_format"] = rf;
         let out = h.run(&req);
         assert_eq!(out.reply.status, 400);
-        assert!(out.json()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("response_format"));
+        assert!(out.json()["error"]["message"].as_str().unwrap().contains("response_format"));
     }
 }
 
 #[test]
 fn use_response_format_sends_the_schema() {
-    let config = cfg(
-        "react",
-        json!({"enable": true, "jsonSchema": schema(), "useResponseFormat": true}),
-    );
-    let out = run(
-        &config,
-        "react",
-        vec![text(r#"{"pets": [], "count": 0}"#)],
-        user(QUESTION),
-    );
+    let config = cfg("react", json!({"enable": true, "jsonSchema": schema(), "useResponseFormat": true}));
+    let out = run(&config, "react", vec![text(r#"{"pets": [], "count": 0}"#)], user(QUESTION));
     assert_eq!(
         out.llm_requests[2]["response_format"],
         json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": schema(), "strict": false}})
@@ -233,13 +152,8 @@ fn use_response_format_sends_the_schema() {
 #[test]
 fn schema_as_yaml_text_and_bad_schemas_at_configuration_time() {
     let yaml = "type: object\nproperties:\n  city: {type: string}\nrequired: [city]\n";
-    let c =
-        Config::from_slice(cfg("react", json!({"enable": true, "jsonSchema": yaml})).as_bytes())
-            .unwrap();
-    assert_eq!(
-        c.json_resp.unwrap().schema.root()["required"],
-        json!(["city"])
-    );
+    let c = Config::from_slice(cfg("react", json!({"enable": true, "jsonSchema": yaml})).as_bytes()).unwrap();
+    assert_eq!(c.json_resp.unwrap().schema.root()["required"], json!(["city"]));
     for (bad, says) in [
         (json!({"type": "strin"}), "jsonResp.jsonSchema: invalid JSON Schema: /type: must be one of"),
         (json!({"properties": {"a": {"pattern": "(unclosed"}}}), "jsonResp.jsonSchema: invalid JSON Schema: /properties/a/pattern: '(unclosed' is not a supported regular expression"),

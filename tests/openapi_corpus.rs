@@ -35,9 +35,8 @@ const CORPUS: [(&str, usize, Option<ErrorKind>); 20] = [
 
 fn corpus(name: &str) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/openapi-corpus");
-    std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| {
-        panic!("{name}: {e} (the corpus lives in ../shared beside the checkout)")
-    })
+    std::fs::read_to_string(dir.join(name))
+        .unwrap_or_else(|e| panic!("{name}: {e} (the corpus lives in ../shared beside the checkout)"))
 }
 
 #[test]
@@ -50,10 +49,7 @@ fn every_corpus_document_loads_or_fails_with_a_named_reason() {
         .collect();
     on_disk.sort();
     let listed: Vec<&str> = CORPUS.iter().map(|c| c.0).collect();
-    assert_eq!(
-        on_disk, listed,
-        "a corpus document is not covered by this table"
-    );
+    assert_eq!(on_disk, listed, "a corpus document is not covered by this table");
     for (name, tools, failure) in CORPUS {
         match (load(&corpus(name), 0), failure) {
             (Ok(loaded), None) => {
@@ -84,12 +80,7 @@ fn every_corpus_document_loads_or_fails_with_a_named_reason() {
 
 fn api() -> Api {
     Api {
-        upstream: Upstream {
-            cluster: "c".into(),
-            authority: None,
-            service: None,
-            timeout_ms: 1,
-        },
+        upstream: Upstream { cluster: "c".into(), authority: None, service: None, timeout_ms: 1 },
         api_key: None,
         headers: vec![],
     }
@@ -98,23 +89,14 @@ fn api() -> Api {
 #[test]
 fn two_parameters_in_one_segment() {
     let loaded = load(&corpus("nytimes-top-stories.yaml"), 0).unwrap();
-    let r = call::build(
-        &loaded.tools[0],
-        &api(),
-        &json!({"section": "arts", "format": "json"}),
-    )
-    .unwrap();
+    let r = call::build(&loaded.tools[0], &api(), &json!({"section": "arts", "format": "json"})).unwrap();
     assert_eq!(r.path, "/svc/topstories/v2/arts.json");
 }
 
 #[test]
 fn form_body_and_server_variables() {
     let loaded = load(&corpus("oai-uspto.yaml"), 0).unwrap();
-    let search = loaded
-        .tools
-        .iter()
-        .find(|t| t.name == "perform-search")
-        .unwrap();
+    let search = loaded.tools.iter().find(|t| t.name == "perform-search").unwrap();
     let r = call::build(
         search,
         &api(),
@@ -123,14 +105,8 @@ fn form_body_and_server_variables() {
     .unwrap();
     assert_eq!(r.path, "/ds-api/oa_citations/v1/records");
     assert_eq!(r.authority, "developer.uspto.gov");
-    assert_eq!(
-        r.body.as_deref(),
-        Some(b"criteria=%2A%3A%2A&start=0".as_slice())
-    );
-    assert!(r.headers.contains(&(
-        "content-type".into(),
-        "application/x-www-form-urlencoded".into()
-    )));
+    assert_eq!(r.body.as_deref(), Some(b"criteria=%2A%3A%2A&start=0".as_slice()));
+    assert!(r.headers.contains(&("content-type".into(), "application/x-www-form-urlencoded".into())));
 }
 
 #[test]
@@ -139,13 +115,7 @@ fn path_and_operation_servers_win() {
     let hosts: Vec<String> = loaded
         .tools
         .iter()
-        .map(|t| {
-            format!(
-                "{}{}",
-                t.server.host.as_deref().unwrap_or(""),
-                t.server.base_path
-            )
-        })
+        .map(|t| format!("{}{}", t.server.host.as_deref().unwrap_or(""), t.server.base_path))
         .collect();
     assert_eq!(
         hosts,
@@ -161,11 +131,7 @@ fn path_and_operation_servers_win() {
 #[test]
 fn operation_parameters_override_path_item_parameters() {
     let loaded = load(&corpus("readme-parameters-common.yaml"), 0).unwrap();
-    let t = loaded
-        .tools
-        .iter()
-        .find(|t| t.name == "get_anything_id_override")
-        .unwrap();
+    let t = loaded.tools.iter().find(|t| t.name == "get_anything_id_override").unwrap();
     let ids: Vec<_> = t.params.iter().filter(|p| p.name == "id").collect();
     assert_eq!(ids.len(), 1);
     let r = call::build(t, &api(), &json!({"id": 5})).unwrap();
@@ -184,42 +150,21 @@ fn polymorphic_bodies_keep_their_json_schema() {
 fn header_api_key_from_the_operator_not_the_model() {
     let loaded = load(&corpus("oai-tictactoe.yaml"), 0).unwrap();
     let mut a = api();
-    a.api_key = Some(ApiKey::Header {
-        name: "api-key".into(),
-        value: "K".into(),
-    });
+    a.api_key = Some(ApiKey::Header { name: "api-key".into(), value: "K".into() });
     a.upstream.service = Some("ttt.svc".into());
-    let t = loaded
-        .tools
-        .iter()
-        .find(|t| t.name == "put-square")
-        .unwrap();
+    let t = loaded.tools.iter().find(|t| t.name == "put-square").unwrap();
     let r = call::build(t, &a, &json!({"row": 1, "column": 2, "body": "X"})).unwrap();
-    assert_eq!(
-        (r.method, r.path.as_str(), r.authority.as_str()),
-        ("PUT", "/board/1/2", "ttt.svc")
-    );
+    assert_eq!((r.method, r.path.as_str(), r.authority.as_str()), ("PUT", "/board/1/2", "ttt.svc"));
     assert_eq!(r.body.as_deref(), Some(b"\"X\"".as_slice()));
     assert!(r.headers.contains(&("api-key".into(), "K".into())));
     let bad = call::build(t, &a, &json!({"row": 4, "column": 2, "body": "X"}));
-    assert!(
-        bad.is_ok(),
-        "range checks are the API's business; types and enums are ours"
-    );
-    assert!(
-        call::build(t, &a, &json!({"row": 1, "column": 2, "body": "Z"}))
-            .unwrap_err()
-            .contains("must be one of")
-    );
+    assert!(bad.is_ok(), "range checks are the API's business; types and enums are ours");
+    assert!(call::build(t, &a, &json!({"row": 1, "column": 2, "body": "Z"})).unwrap_err().contains("must be one of"));
 }
 
 #[test]
 fn swagger_2_is_named() {
-    let e = load(
-        "swagger: '2.0'\ninfo: {title: t, version: '1'}\npaths: {}\n",
-        0,
-    )
-    .unwrap_err();
+    let e = load("swagger: '2.0'\ninfo: {title: t, version: '1'}\npaths: {}\n", 0).unwrap_err();
     assert_eq!(e.kind, ErrorKind::UnsupportedVersion);
     assert!(e.to_string().contains("unsupported-version"));
 }
@@ -228,11 +173,23 @@ fn swagger_2_is_named() {
 fn broken_documents_are_named() {
     let cases = [
         ("not: [valid", ErrorKind::NotADocument),
-        ("openapi: 3.0.0\npaths:\n  /a:\n    get:\n      parameters: [{$ref: '#/components/parameters/missing'}]\n", ErrorKind::BrokenRef),
-        ("openapi: 3.0.0\npaths:\n  /a:\n    get:\n      parameters: [{$ref: 'common.yaml#/p'}]\n", ErrorKind::ExternalRef),
+        (
+            "openapi: 3.0.0\npaths:\n  /a:\n    get:\n      parameters: [{$ref: '#/components/parameters/missing'}]\n",
+            ErrorKind::BrokenRef,
+        ),
+        (
+            "openapi: 3.0.0\npaths:\n  /a:\n    get:\n      parameters: [{$ref: 'common.yaml#/p'}]\n",
+            ErrorKind::ExternalRef,
+        ),
         ("openapi: 3.0.0\npaths:\n  /a/{id}:\n    get: {operationId: x}\n", ErrorKind::BadParameter),
-        ("openapi: 3.0.0\npaths:\n  /a:\n    get: {operationId: x}\n  /b:\n    get: {operationId: x}\n", ErrorKind::DuplicateName),
-        ("openapi: 3.0.0\nservers: [{url: 'https://{region}.x.com'}]\npaths:\n  /a:\n    get: {operationId: x}\n", ErrorKind::BadServer),
+        (
+            "openapi: 3.0.0\npaths:\n  /a:\n    get: {operationId: x}\n  /b:\n    get: {operationId: x}\n",
+            ErrorKind::DuplicateName,
+        ),
+        (
+            "openapi: 3.0.0\nservers: [{url: 'https://{region}.x.com'}]\npaths:\n  /a:\n    get: {operationId: x}\n",
+            ErrorKind::BadServer,
+        ),
     ];
     for (text, kind) in cases {
         assert_eq!(load(text, 0).unwrap_err().kind, kind, "{text}");

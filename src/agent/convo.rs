@@ -147,13 +147,9 @@ impl Convo {
     /// The request body, written directly: the configured prompt and tools were serialized once at
     /// configuration time and are copied in, not escaped again for every request and turn.
     pub fn body(&self, cfg: &Config, model: Option<&str>) -> Vec<u8> {
-        let prompt = self
-            .system_prefix
-            .as_ref()
-            .map_or(0, |p| p.len() + cfg.react_prompt_json.len());
-        let mut out = Vec::with_capacity(
-            1024 + prompt + cfg.native_tools_json.len() * usize::from(self.mode == Mode::Native),
-        );
+        let prompt = self.system_prefix.as_ref().map_or(0, |p| p.len() + cfg.react_prompt_json.len());
+        let mut out =
+            Vec::with_capacity(1024 + prompt + cfg.native_tools_json.len() * usize::from(self.mode == Mode::Native));
         out.push(b'{');
         for (k, v) in &self.base {
             if !(k == "model" && model.is_some()) {
@@ -206,16 +202,11 @@ impl Convo {
         let max = cfg.llm.max_iterations;
         let last = truncate(&self.last_observation, 500);
         let content = if cfg.template.chinese {
-            format!(
-                "未能完成：在得到最终答案之前已达到 {max} 次工具调用的上限。最后一次结果：{last}"
-            )
+            format!("未能完成：在得到最终答案之前已达到 {max} 次工具调用的上限。最后一次结果：{last}")
         } else {
             format!("I could not finish: the limit of {max} tool calls was reached before a final answer. The last result was: {last}")
         };
-        Next::Answer {
-            content,
-            finish_reason: "length",
-        }
+        Next::Answer { content, finish_reason: "length" }
     }
 }
 
@@ -235,26 +226,17 @@ fn pair(out: &mut Vec<u8>, key: &str, v: &Value) {
 pub fn tool_work(cfg: &Config, name: &str, input: Value) -> Work {
     let Some(tool) = cfg.tools.get(name) else {
         let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
-        return Work::Known(format!(
-            "Unknown tool '{}'. The tools are: {}.",
-            truncate(name, 100),
-            names.join(", ")
-        ));
+        return Work::Known(format!("Unknown tool '{}'. The tools are: {}.", truncate(name, 100), names.join(", ")));
     };
     let api = &cfg.apis[tool.api];
     match arguments(tool, input).and_then(|args| call::build(tool, api, &args)) {
         Ok(request) => Work::Call {
             name: tool.name.clone(),
-            call: ToolCall {
-                cluster: api.upstream.cluster.clone(),
-                request,
-                timeout_ms: api.upstream.timeout_ms,
-            },
+            call: ToolCall { cluster: api.upstream.cluster.clone(), request, timeout_ms: api.upstream.timeout_ms },
         },
-        Err(why) => Work::Known(format!(
-            "Invalid arguments for '{}': {why}. Its parameters: {}",
-            tool.name, tool.schema
-        )),
+        Err(why) => {
+            Work::Known(format!("Invalid arguments for '{}': {why}. Its parameters: {}", tool.name, tool.schema))
+        }
     }
 }
 
@@ -272,10 +254,7 @@ fn arguments(tool: &Tool, input: Value) -> Result<Value, String> {
                 _ => Err("the input must be a JSON object of the tool's arguments".into()),
             }
         }
-        other => Err(format!(
-            "the input must be a JSON object, not {}",
-            crate::doc::type_name(&other)
-        )),
+        other => Err(format!("the input must be a JSON object, not {}", crate::doc::type_name(&other))),
     }
 }
 

@@ -21,27 +21,27 @@ impl Target {
     /// The client's `response_format` wins over the configuration; `Err` is a 400.
     pub fn for_request(cfg: &Config, req: &ChatRequest) -> Result<Option<Target>, AgentError> {
         let bad = |m: String| AgentError::new(400, "invalid_response_format", m);
-        let max_retry = cfg
-            .json_resp
-            .as_ref()
-            .map_or(crate::config::DEFAULT_JSON_RETRIES, |j| j.max_retry);
+        let max_retry = cfg.json_resp.as_ref().map_or(crate::config::DEFAULT_JSON_RETRIES, |j| j.max_retry);
         let Some(rf) = req.raw.get("response_format").filter(|v| !v.is_null()) else {
             return Ok(Self::configured(cfg));
         };
         let schema = match rf.get("type").and_then(Value::as_str) {
             Some("json_schema") => {
-                let raw = rf.pointer("/json_schema/schema").ok_or_else(|| bad("response_format.json_schema.schema is required".into()))?;
-                Schema::compile(raw).map_err(|e| bad(format!("response_format.json_schema.schema: invalid JSON Schema: {e}")))?
+                let raw = rf
+                    .pointer("/json_schema/schema")
+                    .ok_or_else(|| bad("response_format.json_schema.schema is required".into()))?;
+                Schema::compile(raw)
+                    .map_err(|e| bad(format!("response_format.json_schema.schema: invalid JSON Schema: {e}")))?
             }
             Some("json_object") => Schema::compile(&json!({"type": "object"})).map_err(bad)?,
             Some("text") => return Ok(Self::configured(cfg)),
-            other => return Err(bad(format!("response_format.type must be 'text', 'json_object' or 'json_schema', found {other:?}"))),
+            other => {
+                return Err(bad(format!(
+                    "response_format.type must be 'text', 'json_object' or 'json_schema', found {other:?}"
+                )))
+            }
         };
-        Ok(Some(Target {
-            schema,
-            response_format: Some(rf.clone()),
-            max_retry,
-        }))
+        Ok(Some(Target { schema, response_format: Some(rf.clone()), max_retry }))
     }
 
     /// `jsonResp`, when enabled.
@@ -73,21 +73,13 @@ pub enum Outcome {
 impl Format {
     pub fn start(target: Target, question: &str, answer: &str) -> Format {
         let messages = request_messages(question, answer, target.schema.root());
-        Format {
-            target,
-            messages,
-            tries: 0,
-            last_problem: String::new(),
-        }
+        Format { target, messages, tries: 0, last_problem: String::new() }
     }
 
     /// The next formatting request's body.
     pub fn body(&self, cfg: &Config, client_model: &str) -> Vec<u8> {
         let mut m = Map::new();
-        m.insert(
-            "model".into(),
-            json!(cfg.llm.model.as_deref().unwrap_or(client_model)),
-        );
+        m.insert("model".into(), json!(cfg.llm.model.as_deref().unwrap_or(client_model)));
         m.insert("messages".into(), Value::Array(self.messages.clone()));
         m.insert("stream".into(), json!(false));
         m.insert("max_tokens".into(), json!(cfg.llm.max_tokens));
@@ -126,8 +118,7 @@ impl Format {
                 ),
             ));
         }
-        self.messages
-            .push(json!({"role": "assistant", "content": reply.content}));
+        self.messages.push(json!({"role": "assistant", "content": reply.content}));
         self.messages.push(retry_message(&self.last_problem));
         Ok(Outcome::Retry(self.body(cfg, client_model)))
     }

@@ -67,11 +67,7 @@ pub struct AgentError {
 
 impl AgentError {
     fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        AgentError {
-            status,
-            code,
-            message: message.into(),
-        }
+        AgentError { status, code, message: message.into() }
     }
 
     fn kind(&self) -> &'static str {
@@ -118,54 +114,25 @@ impl Agent {
     fn step(&mut self, state: State, event: Event<'_>, now_ms: u64) -> Step {
         match (state, event) {
             (State::AwaitRequest, Event::ClientRequest { body }) => self.start(body),
-            (
-                State::AwaitFirstLlm(c),
-                Event::UpstreamReply {
-                    status,
-                    body,
-                    headers_sent,
-                },
-            ) => {
+            (State::AwaitFirstLlm(c), Event::UpstreamReply { status, body, headers_sent }) => {
                 self.responding = headers_sent;
                 self.on_llm(c, status, body, now_ms)
             }
-            (
-                State::AwaitLlm(id, c),
-                Event::CallReply {
-                    id: got,
-                    status,
-                    body,
-                },
-            ) if id == got => self.on_llm(c, status, body, now_ms),
-            (
-                State::AwaitFormat(id, c, f, reason),
-                Event::CallReply {
-                    id: got,
-                    status,
-                    body,
-                },
-            ) if id == got => self.on_format(c, f, reason, status, body, now_ms),
-            (
-                State::AwaitLlm(id, _) | State::AwaitFormat(id, ..),
-                Event::CallFailed { id: got, failure },
-            ) if id == got => {
-                let (status, code) = if *failure == Failure::Timeout {
-                    (504, "llm_timeout")
-                } else {
-                    (502, "llm_unavailable")
-                };
-                self.fail(AgentError::new(
-                    status,
-                    code,
-                    format!("the LLM call {failure}"),
-                ))
+            (State::AwaitLlm(id, c), Event::CallReply { id: got, status, body }) if id == got => {
+                self.on_llm(c, status, body, now_ms)
             }
-            (State::AwaitTools(c, mut b), Event::CallReply { id, status, body })
-                if b.waits_for(id) =>
+            (State::AwaitFormat(id, c, f, reason), Event::CallReply { id: got, status, body }) if id == got => {
+                self.on_format(c, f, reason, status, body, now_ms)
+            }
+            (State::AwaitLlm(id, _) | State::AwaitFormat(id, ..), Event::CallFailed { id: got, failure })
+                if id == got =>
             {
-                b.reply(id, |name| {
-                    convo::tool_observation(&self.cfg, name, status, body)
-                });
+                let (status, code) =
+                    if *failure == Failure::Timeout { (504, "llm_timeout") } else { (502, "llm_unavailable") };
+                self.fail(AgentError::new(status, code, format!("the LLM call {failure}")))
+            }
+            (State::AwaitTools(c, mut b), Event::CallReply { id, status, body }) if b.waits_for(id) => {
+                b.reply(id, |name| convo::tool_observation(&self.cfg, name, status, body));
                 self.on_tool_done(c, b, now_ms)
             }
             (State::AwaitTools(c, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
@@ -173,11 +140,7 @@ impl Agent {
                 self.on_tool_done(c, b, now_ms)
             }
             (state, event) => {
-                log::warn!(
-                    "#{} ignored an event the agent does not wait for: {}",
-                    self.meta.id,
-                    describe(&event)
-                );
+                log::warn!("#{} ignored an event the agent does not wait for: {}", self.meta.id, describe(&event));
                 (state, Vec::new())
             }
         }
@@ -205,27 +168,17 @@ impl Agent {
             return self.fail(e);
         }
         match c.on_reply(&self.cfg, body) {
-            Ok(Next::Answer {
-                content,
-                finish_reason,
-            }) => match self.json.take() {
+            Ok(Next::Answer { content, finish_reason }) => match self.json.take() {
                 Some(target) => {
                     let f = Box::new(Format::start(target, &c.question, &content));
                     let body = f.body(&self.cfg, &c.model);
                     let (id, call) = self.llm_call(body, now_ms);
-                    (
-                        State::AwaitFormat(id, c, f, finish_reason),
-                        vec![Command::Dispatch(call)],
-                    )
+                    (State::AwaitFormat(id, c, f, finish_reason), vec![Command::Dispatch(call)])
                 }
                 None => self.finish(&c, &content, finish_reason, None),
             },
             Ok(Next::ClientTools(message)) => {
-                let content = message
-                    .get("content")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
+                let content = message.get("content").and_then(Value::as_str).unwrap_or("").to_string();
                 self.finish(&c, &content, "tool_calls", message.get("tool_calls"))
             }
             Ok(Next::Tools(work)) => {
@@ -290,10 +243,7 @@ impl Agent {
                     return self.fail(e);
                 }
                 let (id, call) = self.llm_call(body, now_ms);
-                (
-                    State::AwaitFormat(id, c, f, reason),
-                    vec![Command::Dispatch(call)],
-                )
+                (State::AwaitFormat(id, c, f, reason), vec![Command::Dispatch(call)])
             }
             Err(e) => self.fail(e),
         }
@@ -321,13 +271,7 @@ impl Agent {
         (id, call)
     }
 
-    fn finish(
-        &mut self,
-        c: &Convo,
-        content: &str,
-        finish_reason: &str,
-        tool_calls: Option<&Value>,
-    ) -> Step {
+    fn finish(&mut self, c: &Convo, content: &str, finish_reason: &str, tool_calls: Option<&Value>) -> Step {
         let id = format!("chatcmpl-{}", self.meta.id);
         let a = Answer {
             id: &id,
@@ -343,23 +287,11 @@ impl Agent {
         } else {
             (answer::JSON, answer::completion(&a))
         };
-        (
-            State::Done,
-            vec![Command::Reply(Reply {
-                status: 200,
-                content_type,
-                body,
-            })],
-        )
+        (State::Done, vec![Command::Reply(Reply { status: 200, content_type, body })])
     }
 
     fn fail(&mut self, e: AgentError) -> Step {
-        log::info!(
-            "#{} request failed ({}): {}",
-            self.meta.id,
-            e.status,
-            truncate(&e.message, 300)
-        );
+        log::info!("#{} request failed ({}): {}", self.meta.id, e.status, truncate(&e.message, 300));
         let err = answer::error(&e.message, e.kind(), e.code);
         // Before the upstream answered, the status is still ours to set: a plain JSON error, as
         // OpenAI sends for a rejected request, even when a stream was asked for.
@@ -368,14 +300,7 @@ impl Agent {
         } else {
             (answer::JSON, err.to_string().into_bytes())
         };
-        (
-            State::Done,
-            vec![Command::Reply(Reply {
-                status: e.status,
-                content_type,
-                body,
-            })],
-        )
+        (State::Done, vec![Command::Reply(Reply { status: e.status, content_type, body })])
     }
 
     fn mint(&mut self) -> CallId {
@@ -384,9 +309,7 @@ impl Agent {
     }
 
     fn deadline(&self) -> u64 {
-        self.meta
-            .now_ms
-            .saturating_add(self.cfg.llm.max_request_time_ms)
+        self.meta.now_ms.saturating_add(self.cfg.llm.max_request_time_ms)
     }
 
     fn deadline_error(&self, now_ms: u64) -> Option<AgentError> {
@@ -394,19 +317,14 @@ impl Agent {
             AgentError::new(
                 504,
                 "request_timeout",
-                format!(
-                    "the request took longer than llm.maxRequestTime ({} ms)",
-                    self.cfg.llm.max_request_time_ms
-                ),
+                format!("the request took longer than llm.maxRequestTime ({} ms)", self.cfg.llm.max_request_time_ms),
             )
         })
     }
 
     /// A call's timeout, cut so that it ends by the request's deadline.
     fn bounded(&self, timeout_ms: u64, now_ms: u64) -> u64 {
-        timeout_ms
-            .min(self.deadline().saturating_sub(now_ms))
-            .max(1)
+        timeout_ms.min(self.deadline().saturating_sub(now_ms)).max(1)
     }
 }
 
@@ -414,11 +332,7 @@ impl Agent {
 fn llm_status_error(status: u16, body: &[u8]) -> Option<AgentError> {
     (!(200..300).contains(&status)).then(|| {
         let text = String::from_utf8_lossy(body);
-        AgentError::new(
-            502,
-            "llm_error",
-            format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)),
-        )
+        AgentError::new(502, "llm_error", format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)))
     })
 }
 

@@ -12,25 +12,19 @@ use serde_json::{json, Value};
 pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), AgentError> {
     if let Some(client) = req.raw.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(list) = client else {
-            return Err(AgentError::new(
-                400,
-                "invalid_tools",
-                "'tools' must be an array",
-            ));
+            return Err(AgentError::new(400, "invalid_tools", "'tools' must be an array"));
         };
         for (i, t) in list.iter().enumerate() {
             let name = t
                 .pointer("/function/name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| {
-                    AgentError::new(
-                        400,
-                        "invalid_tools",
-                        format!("tools[{i}] has no function.name"),
-                    )
-                })?;
+                .ok_or_else(|| AgentError::new(400, "invalid_tools", format!("tools[{i}] has no function.name")))?;
             if cfg.tools.get(name).is_some() {
-                return Err(AgentError::new(400, "tool_name_clash", format!("tools[{i}]: '{name}' is also a tool of the gateway; rename the client's tool")));
+                return Err(AgentError::new(
+                    400,
+                    "tool_name_clash",
+                    format!("tools[{i}]: '{name}' is also a tool of the gateway; rename the client's tool"),
+                ));
             }
             c.client_tools.push(name.to_string());
             c.client_tool_specs.push(t.clone());
@@ -43,10 +37,7 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
 pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     let mut message = reply.message;
     if reply.tool_calls.is_empty() {
-        return Next::Answer {
-            content: reply.content,
-            finish_reason: "stop",
-        };
+        return Next::Answer { content: reply.content, finish_reason: "stop" };
     }
     if c.final_ask {
         return c.limit_answer(cfg);
@@ -56,24 +47,14 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
         .tool_calls
         .iter()
         .enumerate()
-        .map(|(i, tc)| {
-            if tc.id.is_empty() {
-                format!("call_{}_{i}", c.iterations + 1)
-            } else {
-                tc.id.clone()
-            }
-        })
+        .map(|(i, tc)| if tc.id.is_empty() { format!("call_{}_{i}", c.iterations + 1) } else { tc.id.clone() })
         .collect();
     if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
         for (call, id) in calls.iter_mut().zip(&ids) {
             call["id"] = Value::String(id.clone());
         }
     }
-    if reply
-        .tool_calls
-        .iter()
-        .any(|tc| c.client_tools.contains(&tc.name))
-    {
+    if reply.tool_calls.iter().any(|tc| c.client_tools.contains(&tc.name)) {
         return client_calls(c, message);
     }
     c.messages.push(message);
@@ -96,12 +77,13 @@ fn client_calls(c: &Convo, mut message: Value) -> Next {
     if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
         let before = calls.len();
         calls.retain(|tc| {
-            tc.pointer("/function/name")
-                .and_then(Value::as_str)
-                .is_some_and(|n| c.client_tools.iter().any(|t| t == n))
+            tc.pointer("/function/name").and_then(Value::as_str).is_some_and(|n| c.client_tools.iter().any(|t| t == n))
         });
         if calls.len() < before {
-            log::info!("a turn mixed client and gateway tool calls; {} gateway call(s) left for the next turn", before - calls.len());
+            log::info!(
+                "a turn mixed client and gateway tool calls; {} gateway call(s) left for the next turn",
+                before - calls.len()
+            );
         }
     }
     Next::ClientTools(message)
@@ -111,22 +93,16 @@ fn parse_arguments(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(json!({}));
     }
-    serde_json::from_str(text).map_err(|e| {
-        format!(
-            "the arguments are not valid JSON ({e}): {}",
-            crate::doc::truncate(text, 200)
-        )
-    })
+    serde_json::from_str(text)
+        .map_err(|e| format!("the arguments are not valid JSON ({e}): {}", crate::doc::truncate(text, 200)))
 }
 
 pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bool) {
     for (id, content) in c.call_ids.drain(..).zip(observations) {
-        c.messages
-            .push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+        c.messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
     }
     if limit {
         c.base.insert("tool_choice".into(), json!("none"));
-        c.messages
-            .push(json!({"role": "user", "content": cfg.template.final_request()}));
+        c.messages.push(json!({"role": "user", "content": cfg.template.final_request()}));
     }
 }

@@ -10,34 +10,26 @@ use crate::prompt::react::{parse, Step};
 use serde_json::{json, Value};
 
 /// Fields that make no sense on a ReAct turn: the tools are in the prompt.
-const DROPPED: [&str; 7] = [
-    "tools",
-    "tool_choice",
-    "functions",
-    "function_call",
-    "parallel_tool_calls",
-    "logprobs",
-    "top_logprobs",
-];
+const DROPPED: [&str; 7] =
+    ["tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "logprobs", "top_logprobs"];
 const STOP: &str = "Observation:";
 const MAX_STOPS: usize = 4;
 
 pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
     if req.raw.get("tools").is_some_and(|t| !t.is_null()) {
-        return Err(AgentError::new(400, "unsupported_tools", "client-supplied 'tools' are not supported in ReAct mode; the gateway's tools come from its configuration"));
+        return Err(AgentError::new(
+            400,
+            "unsupported_tools",
+            "client-supplied 'tools' are not supported in ReAct mode; the gateway's tools come from its configuration",
+        ));
     }
     for k in DROPPED {
         c.base.remove(k);
     }
     c.base.remove("n");
-    c.base
-        .insert("stop".into(), merged_stop(req.raw.get("stop")));
+    c.base.insert("stop".into(), merged_stop(req.raw.get("stop")));
     let (client_system, messages) = react_messages(req);
-    c.system_prefix = Some(
-        client_system
-            .map(|t| json_string_contents(&format!("{t}\n\n")))
-            .unwrap_or_default(),
-    );
+    c.system_prefix = Some(client_system.map(|t| json_string_contents(&format!("{t}\n\n"))).unwrap_or_default());
     c.messages = messages;
     Ok(())
 }
@@ -45,21 +37,12 @@ pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
 pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     let text = reply.content;
     let kept = text.split("\nObservation:").next().unwrap_or("").trim_end();
-    c.messages
-        .push(json!({"role": "assistant", "content": kept}));
+    c.messages.push(json!({"role": "assistant", "content": kept}));
     let malformed = |why: &str| {
-        Next::Tools(vec![Work::Known(format!(
-            "Invalid format: {why}. {}",
-            cfg.template.format_reminder()
-        ))])
+        Next::Tools(vec![Work::Known(format!("Invalid format: {why}. {}", cfg.template.format_reminder()))])
     };
     let next = match parse(&text) {
-        Step::Final { answer } if !answer.is_empty() => {
-            return Next::Answer {
-                content: answer,
-                finish_reason: "stop",
-            }
-        }
+        Step::Final { answer } if !answer.is_empty() => return Next::Answer { content: answer, finish_reason: "stop" },
         _ if c.final_ask => return c.limit_answer(cfg),
         Step::Final { .. } => malformed("the final answer is empty"),
         Step::Malformed { why } => malformed(&why),

@@ -16,15 +16,8 @@ impl<'a> Fields<'a> {
     pub fn new(path: impl Into<String>, value: &'a Value) -> Result<Self, ConfigError> {
         let path = path.into();
         match value {
-            Value::Object(map) => Ok(Fields {
-                path,
-                map,
-                seen: Vec::new(),
-            }),
-            other => Err(ConfigError::new(
-                &path,
-                format!("must be an object, found {}", type_name(other)),
-            )),
+            Value::Object(map) => Ok(Fields { path, map, seen: Vec::new() }),
+            other => Err(ConfigError::new(&path, format!("must be an object, found {}", type_name(other)))),
         }
     }
 
@@ -58,9 +51,7 @@ impl<'a> Fields<'a> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => {
-                Err(self.err(key, format!("must be a string, found {}", type_name(other))))
-            }
+            Some(other) => Err(self.err(key, format!("must be a string, found {}", type_name(other)))),
         }
     }
 
@@ -82,20 +73,12 @@ impl<'a> Fields<'a> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(self.err(
-                key,
-                format!("must be true or false, found {}", type_name(other)),
-            )),
+            Some(other) => Err(self.err(key, format!("must be true or false, found {}", type_name(other)))),
         }
     }
 
     /// A whole number in `min..=max`.
-    pub fn opt_uint(
-        &mut self,
-        key: &'static str,
-        min: u64,
-        max: u64,
-    ) -> Result<Option<u64>, ConfigError> {
+    pub fn opt_uint(&mut self, key: &'static str, min: u64, max: u64) -> Result<Option<u64>, ConfigError> {
         let Some(v) = self.get(key) else {
             return Ok(None);
         };
@@ -126,11 +109,7 @@ impl<'a> Fields<'a> {
 
     /// Keys that no getter asked for; for the root, where unknown keys are tolerated.
     pub fn unknown_keys(&self) -> Vec<String> {
-        self.map
-            .keys()
-            .filter(|k| !self.seen.contains(&k.as_str()))
-            .cloned()
-            .collect()
+        self.map.keys().filter(|k| !self.seen.contains(&k.as_str())).cloned().collect()
     }
 }
 
@@ -165,10 +144,7 @@ mod tests {
     #[test]
     fn distance() {
         assert_eq!(edit_distance("servicport", "serviceport"), 1);
-        assert_eq!(
-            closest("servicport", &["serviceName", "servicePort"]),
-            Some("servicePort")
-        );
+        assert_eq!(closest("servicport", &["serviceName", "servicePort"]), Some("servicePort"));
         assert_eq!(closest("zzz", &["serviceName"]), None);
     }
 }

@@ -30,10 +30,7 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub fn new(path: &str, message: impl Into<String>) -> Self {
-        ConfigError {
-            path: path.to_string(),
-            message: message.into(),
-        }
+        ConfigError { path: path.to_string(), message: message.into() }
     }
 }
 
@@ -68,10 +65,7 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn authority_or_service(&self) -> String {
-        self.authority
-            .clone()
-            .or_else(|| self.service.clone())
-            .unwrap_or_else(|| self.cluster.clone())
+        self.authority.clone().or_else(|| self.service.clone()).unwrap_or_else(|| self.cluster.clone())
     }
 }
 
@@ -133,13 +127,12 @@ pub struct Config {
 impl Config {
     /// Parses the plugin configuration (JSON, or YAML text).
     pub fn from_slice(bytes: &[u8]) -> Result<Config, ConfigError> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|e| ConfigError::new("", format!("configuration is not UTF-8: {e}")))?;
+        let text =
+            std::str::from_utf8(bytes).map_err(|e| ConfigError::new("", format!("configuration is not UTF-8: {e}")))?;
         if text.trim().is_empty() {
             return Err(ConfigError::new("", "configuration is empty"));
         }
-        let value =
-            doc::parse(text).map_err(|e| ConfigError::new("", format!("configuration {e}")))?;
+        let value = doc::parse(text).map_err(|e| ConfigError::new("", format!("configuration {e}")))?;
         Config::from_value(&value)
     }
 
@@ -148,17 +141,9 @@ impl Config {
         let mode = match root.opt_str("mode")?.as_deref() {
             None | Some("react") => Mode::React,
             Some("native") => Mode::Native,
-            Some(other) => {
-                return Err(root.err(
-                    "mode",
-                    format!("must be 'react' or 'native', found '{other}'"),
-                ))
-            }
+            Some(other) => return Err(root.err("mode", format!("must be 'react' or 'native', found '{other}'"))),
         };
-        let llm = parse_llm(
-            root.opt_object("llm")?
-                .ok_or_else(|| root.err("llm", "required"))?,
-        )?;
+        let llm = parse_llm(root.opt_object("llm")?.ok_or_else(|| root.err("llm", "required"))?)?;
         let mut warnings = Vec::new();
         let (apis, tools) = parse_apis(&mut root, &mut warnings)?;
         let template = parse_template(&mut root)?;
@@ -177,7 +162,10 @@ impl Config {
         if mode == Mode::Native && tools.len() > MAX_NATIVE_TOOLS {
             return Err(ConfigError::new(
                 "apis",
-                format!("mode 'native' allows at most {MAX_NATIVE_TOOLS} tools (OpenAI's limit); these APIs define {}", tools.len()),
+                format!(
+                    "mode 'native' allows at most {MAX_NATIVE_TOOLS} tools (OpenAI's limit); these APIs define {}",
+                    tools.len()
+                ),
             ));
         }
         let react_prompt = template.render(&tools);
@@ -234,22 +222,15 @@ fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {
         None | Some(0) => DEFAULT_MAX_ITERATIONS,
         Some(n) => n as u32,
     };
-    let max_tokens = match (
-        f.opt_uint("maxTokens", 1, 10_000_000)?,
-        f.opt_uint("maxToken", 1, 10_000_000)?,
-    ) {
+    let max_tokens = match (f.opt_uint("maxTokens", 1, 10_000_000)?, f.opt_uint("maxToken", 1, 10_000_000)?) {
         (Some(n), _) | (None, Some(n)) => n,
         (None, None) => DEFAULT_MAX_TOKENS,
     };
-    let max_request_time_ms = f
-        .opt_uint("maxRequestTime", 1, 24 * 3_600_000)?
-        .unwrap_or(DEFAULT_MAX_REQUEST_TIME_MS);
-    let max_observation_bytes = f
-        .opt_uint("maxObservationBytes", 64, 1 << 24)?
-        .map_or(DEFAULT_MAX_OBSERVATION_BYTES, |n| n as usize);
-    let max_parallel_tool_calls = f
-        .opt_uint("maxParallelToolCalls", 1, 128)?
-        .map_or(DEFAULT_MAX_PARALLEL_TOOL_CALLS, |n| n as usize);
+    let max_request_time_ms = f.opt_uint("maxRequestTime", 1, 24 * 3_600_000)?.unwrap_or(DEFAULT_MAX_REQUEST_TIME_MS);
+    let max_observation_bytes =
+        f.opt_uint("maxObservationBytes", 64, 1 << 24)?.map_or(DEFAULT_MAX_OBSERVATION_BYTES, |n| n as usize);
+    let max_parallel_tool_calls =
+        f.opt_uint("maxParallelToolCalls", 1, 128)?.map_or(DEFAULT_MAX_PARALLEL_TOOL_CALLS, |n| n as usize);
     f.deny_unknown()?;
     Ok(Llm {
         upstream,
@@ -272,60 +253,30 @@ fn parse_upstream(f: &mut Fields<'_>) -> Result<Upstream, ConfigError> {
     let cluster = match (cluster, &service, port) {
         (Some(c), _, _) => c,
         (None, Some(name), Some(port)) => format!("outbound|{port}||{name}"),
-        (None, None, _) => {
-            return Err(f.err(
-                "serviceName",
-                "required (or name the Envoy cluster in 'cluster')",
-            ))
-        }
-        (None, Some(_), None) => {
-            return Err(f.err(
-                "servicePort",
-                "required (or name the Envoy cluster in 'cluster')",
-            ))
-        }
+        (None, None, _) => return Err(f.err("serviceName", "required (or name the Envoy cluster in 'cluster')")),
+        (None, Some(_), None) => return Err(f.err("servicePort", "required (or name the Envoy cluster in 'cluster')")),
     };
     let authority = f.opt_nonempty("domain")?;
     if let Some(a) = &authority {
         if a.contains(['/', ' ', '\r', '\n']) {
-            return Err(f.err(
-                "domain",
-                format!("must be a host name (with an optional port), found '{a}'"),
-            ));
+            return Err(f.err("domain", format!("must be a host name (with an optional port), found '{a}'")));
         }
     }
-    let timeout_ms = f
-        .opt_uint("maxExecutionTime", 1, 24 * 3_600_000)?
-        .unwrap_or(DEFAULT_TIMEOUT_MS);
-    Ok(Upstream {
-        cluster,
-        authority,
-        service,
-        timeout_ms,
-    })
+    let timeout_ms = f.opt_uint("maxExecutionTime", 1, 24 * 3_600_000)?.unwrap_or(DEFAULT_TIMEOUT_MS);
+    Ok(Upstream { cluster, authority, service, timeout_ms })
 }
 
-fn parse_apis(
-    root: &mut Fields<'_>,
-    warnings: &mut Vec<String>,
-) -> Result<(Vec<Api>, Catalog), ConfigError> {
+fn parse_apis(root: &mut Fields<'_>, warnings: &mut Vec<String>) -> Result<(Vec<Api>, Catalog), ConfigError> {
     let list = match root.required("apis")? {
         Value::Array(list) if !list.is_empty() => list,
         Value::Array(_) => return Err(root.err("apis", "must list at least one API")),
-        other => {
-            return Err(root.err(
-                "apis",
-                format!("must be a list, found {}", doc::type_name(other)),
-            ))
-        }
+        other => return Err(root.err("apis", format!("must be a list, found {}", doc::type_name(other)))),
     };
     let mut apis = Vec::with_capacity(list.len());
     let mut catalog = Catalog::default();
     for (i, entry) in list.iter().enumerate() {
         let mut f = Fields::new(format!("apis[{i}]"), entry)?;
-        let mut provider = f
-            .opt_object("apiProvider")?
-            .ok_or_else(|| f.err("apiProvider", "required"))?;
+        let mut provider = f.opt_object("apiProvider")?.ok_or_else(|| f.err("apiProvider", "required"))?;
         let upstream = parse_upstream(&mut provider)?;
         let api_key = parse_api_key(&mut provider)?;
         let headers = parse_headers(&mut provider)?;
@@ -337,44 +288,25 @@ fn parse_apis(
             // An already-parsed document (the YAML config held the spec as a map) is accepted too.
             other @ Value::Object(_) => other.to_string(),
             other => {
-                return Err(f.err(
-                    "api",
-                    format!(
-                        "must be an OpenAPI document as text, found {}",
-                        doc::type_name(other)
-                    ),
-                ))
+                return Err(
+                    f.err("api", format!("must be an OpenAPI document as text, found {}", doc::type_name(other)))
+                )
             }
         };
         let api_path = f.child_path("api");
         f.deny_unknown()?;
-        let loaded =
-            openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
+        let loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
         if upstream.authority.is_none() && upstream.service.is_none() {
             if let Some(tool) = loaded.tools.iter().find(|t| t.server.host.is_none()) {
                 return Err(ConfigError::new(
                     &format!("{provider_path}.domain"),
-                    format!(
-                        "required: the server URL of tool '{}' has no host",
-                        tool.name
-                    ),
+                    format!("required: the server URL of tool '{}' has no host", tool.name),
                 ));
             }
         }
-        warnings.extend(
-            loaded
-                .warnings
-                .into_iter()
-                .map(|w| format!("{api_path}: {w}")),
-        );
-        catalog
-            .extend(loaded.tools)
-            .map_err(|e| ConfigError::new(&api_path, e))?;
-        apis.push(Api {
-            upstream,
-            api_key,
-            headers,
-        });
+        warnings.extend(loaded.warnings.into_iter().map(|w| format!("{api_path}: {w}")));
+        catalog.extend(loaded.tools).map_err(|e| ConfigError::new(&api_path, e))?;
+        apis.push(Api { upstream, api_key, headers });
     }
     Ok((apis, catalog))
 }
@@ -392,18 +324,9 @@ fn parse_api_key(provider: &mut Fields<'_>) -> Result<Option<ApiKey>, ConfigErro
             let name = name.ok_or_else(|| f.err("name", "required"))?;
             check_header_text(&f, "name", &name)?;
             check_header_text(&f, "value", &value)?;
-            Some(if place == "header" {
-                ApiKey::Header { name, value }
-            } else {
-                ApiKey::Query { name, value }
-            })
+            Some(if place == "header" { ApiKey::Header { name, value } } else { ApiKey::Query { name, value } })
         }
-        Some(other) => {
-            return Err(f.err(
-                "in",
-                format!("must be 'header', 'query' or 'none', found '{other}'"),
-            ))
-        }
+        Some(other) => return Err(f.err("in", format!("must be 'header', 'query' or 'none', found '{other}'"))),
     };
     f.deny_unknown()?;
     Ok(key)
@@ -421,19 +344,13 @@ fn parse_headers(provider: &mut Fields<'_>) -> Result<Vec<(String, String)>, Con
     for (name, value) in map {
         let p = format!("{path}.{name}");
         let Value::String(value) = value else {
-            return Err(ConfigError::new(
-                &p,
-                format!("must be a string, found {}", doc::type_name(value)),
-            ));
+            return Err(ConfigError::new(&p, format!("must be a string, found {}", doc::type_name(value))));
         };
         if name.is_empty() || name.starts_with(':') || !name.bytes().all(is_token_byte) {
             return Err(ConfigError::new(&p, "not a valid header name"));
         }
         if value.contains(['\r', '\n', '\0']) {
-            return Err(ConfigError::new(
-                &p,
-                "header value must not contain CR, LF or NUL",
-            ));
+            return Err(ConfigError::new(&p, "header value must not contain CR, LF or NUL"));
         }
         out.push((name.to_ascii_lowercase(), value.clone()));
     }
@@ -460,24 +377,12 @@ fn parse_template(root: &mut Fields<'_>) -> Result<Template, ConfigError> {
     let chinese = match language.as_deref().map(str::to_ascii_uppercase).as_deref() {
         None | Some("EN") | Some("") => false,
         Some("CH") | Some("ZH") | Some("CN") => true,
-        Some(other) => {
-            return Err(f.err("language", format!("must be 'EN' or 'CH', found '{other}'")))
-        }
+        Some(other) => return Err(f.err("language", format!("must be 'EN' or 'CH', found '{other}'"))),
     };
-    let en = f
-        .opt_object("enTemplate")?
-        .map(parse_template_words)
-        .transpose()?;
-    let ch = f
-        .opt_object("chTemplate")?
-        .map(parse_template_words)
-        .transpose()?;
+    let en = f.opt_object("enTemplate")?.map(parse_template_words).transpose()?;
+    let ch = f.opt_object("chTemplate")?.map(parse_template_words).transpose()?;
     f.deny_unknown()?;
-    let mut t = if chinese {
-        Template::chinese()
-    } else {
-        Template::english()
-    };
+    let mut t = if chinese { Template::chinese() } else { Template::english() };
     if let Some(words) = if chinese { ch } else { en } {
         t.apply_words(words);
     }
@@ -503,46 +408,29 @@ fn parse_json_resp(root: &mut Fields<'_>) -> Result<Option<JsonResp>, ConfigErro
     let enable = f.opt_bool("enable")?.unwrap_or(false);
     let schema = match f.get("jsonSchema") {
         None => None,
-        Some(Value::String(s)) => Some(
-            doc::parse(s).map_err(|e| f.err("jsonSchema", format!("the schema text is {e}")))?,
-        ),
+        Some(Value::String(s)) => {
+            Some(doc::parse(s).map_err(|e| f.err("jsonSchema", format!("the schema text is {e}")))?)
+        }
         Some(v @ Value::Object(_)) => Some(v.clone()),
         Some(other) => {
             return Err(f.err(
                 "jsonSchema",
-                format!(
-                    "must be an object or a JSON/YAML string, found {}",
-                    doc::type_name(other)
-                ),
+                format!("must be an object or a JSON/YAML string, found {}", doc::type_name(other)),
             ))
         }
     };
-    let max_retry = f
-        .opt_uint("maxRetry", 0, 10)?
-        .map_or(DEFAULT_JSON_RETRIES, |n| n as u32);
+    let max_retry = f.opt_uint("maxRetry", 0, 10)?.map_or(DEFAULT_JSON_RETRIES, |n| n as u32);
     let use_response_format = f.opt_bool("useResponseFormat")?.unwrap_or(false);
     f.deny_unknown()?;
     if !enable {
         return Ok(None);
     }
-    let schema = schema.ok_or_else(|| {
-        ConfigError::new(
-            "jsonResp.jsonSchema",
-            "required when jsonResp.enable is true",
-        )
-    })?;
+    let schema =
+        schema.ok_or_else(|| ConfigError::new("jsonResp.jsonSchema", "required when jsonResp.enable is true"))?;
     if !schema.is_object() {
-        return Err(ConfigError::new(
-            "jsonResp.jsonSchema",
-            "must be a JSON Schema object",
-        ));
+        return Err(ConfigError::new("jsonResp.jsonSchema", "must be a JSON Schema object"));
     }
-    let schema = Schema::compile(&schema).map_err(|e| {
-        ConfigError::new("jsonResp.jsonSchema", format!("invalid JSON Schema: {e}"))
-    })?;
-    Ok(Some(JsonResp {
-        schema,
-        max_retry,
-        use_response_format,
-    }))
+    let schema = Schema::compile(&schema)
+        .map_err(|e| ConfigError::new("jsonResp.jsonSchema", format!("invalid JSON Schema: {e}")))?;
+    Ok(Some(JsonResp { schema, max_retry, use_response_format }))
 }

@@ -5,10 +5,7 @@ use proxy_wasm::types::{BufferType, MapType, Status};
 use std::time::{Duration, UNIX_EPOCH};
 
 pub fn plugin_configuration() -> Vec<u8> {
-    hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX)
-        .ok()
-        .flatten()
-        .unwrap_or_default()
+    hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX).ok().flatten().unwrap_or_default()
 }
 
 pub fn buffer(kind: BufferType, size: usize) -> Vec<u8> {
@@ -29,10 +26,7 @@ pub fn set_buffer(kind: BufferType, size: usize, value: &[u8]) -> Result<(), Sta
 /// gives for a map that is not available in the current phase. Bytes, not `String`: the SDK's `String`
 /// variants panic on a value that is not UTF-8.
 pub fn header(map: MapType, name: &str) -> Option<String> {
-    hostcalls::get_map_value_bytes(map, name)
-        .ok()
-        .flatten()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
+    hostcalls::get_map_value_bytes(map, name).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 pub fn set_header(map: MapType, name: &str, value: Option<&str>) {
@@ -53,9 +47,7 @@ pub fn call_status() -> Option<u16> {
 
 /// Milliseconds and seconds since the Unix epoch (the host's clock).
 pub fn now() -> (u64, u64) {
-    let d = hostcalls::get_current_time()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .unwrap_or(Duration::ZERO);
+    let d =
+        hostcalls::get_current_time().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).unwrap_or(Duration::ZERO);
     (d.as_millis() as u64, d.as_secs())
 }

@@ -57,9 +57,8 @@ impl Http {
         let method = host::header(MapType::HttpRequestHeaders, ":method").unwrap_or_default();
         let path = host::header(MapType::HttpRequestHeaders, ":path").unwrap_or_default();
         let path = path.split('?').next().unwrap_or("");
-        let content_type = host::header(MapType::HttpRequestHeaders, "content-type")
-            .unwrap_or_default()
-            .to_ascii_lowercase();
+        let content_type =
+            host::header(MapType::HttpRequestHeaders, "content-type").unwrap_or_default().to_ascii_lowercase();
         let json = content_type.is_empty() || content_type.contains("json");
         method == "POST" && path.ends_with("/chat/completions") && json && !end_of_stream
     }
@@ -80,14 +79,8 @@ impl Http {
         let Some(agent) = self.agent.as_mut() else {
             return Action::Continue;
         };
-        let commands = agent.handle(
-            Event::UpstreamReply {
-                status: self.upstream_status,
-                body: &body,
-                headers_sent: true,
-            },
-            now_ms,
-        );
+        let commands = agent
+            .handle(Event::UpstreamReply { status: self.upstream_status, body: &body, headers_sent: true }, now_ms);
         self.run(commands)
     }
 
@@ -104,13 +97,7 @@ impl Http {
                         if let Err(failure) = self.dispatch(&call) {
                             let (now_ms, _) = host::now();
                             if let Some(agent) = self.agent.as_mut() {
-                                next.extend(agent.handle(
-                                    Event::CallFailed {
-                                        id: call.id,
-                                        failure: &failure,
-                                    },
-                                    now_ms,
-                                ));
+                                next.extend(agent.handle(Event::CallFailed { id: call.id, failure: &failure }, now_ms));
                             }
                         }
                     }
@@ -130,20 +117,11 @@ impl Http {
     }
 
     fn dispatch(&mut self, call: &crate::agent::Call) -> Result<(), Failure> {
-        let mut headers: Vec<(&str, &str)> = vec![
-            (":method", call.method),
-            (":path", &call.path),
-            (":authority", &call.authority),
-        ];
+        let mut headers: Vec<(&str, &str)> =
+            vec![(":method", call.method), (":path", &call.path), (":authority", &call.authority)];
         headers.extend(call.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let timeout = Duration::from_millis(call.timeout_ms);
-        match hostcalls::dispatch_http_call(
-            &call.cluster,
-            headers,
-            call.body.as_deref(),
-            vec![],
-            timeout,
-        ) {
+        match hostcalls::dispatch_http_call(&call.cluster, headers, call.body.as_deref(), vec![], timeout) {
             Ok(token) => {
                 log::debug!(
                     "#{} call {} → {} {} {}",
@@ -157,11 +135,7 @@ impl Http {
                 Ok(())
             }
             Err(s) => {
-                log::warn!(
-                    "#{} dispatch to cluster '{}' refused: {s:?}",
-                    self.rid,
-                    call.cluster
-                );
+                log::warn!("#{} dispatch to cluster '{}' refused: {s:?}", self.rid, call.cluster);
                 Err(Failure::NotSent(format!(
                     "the host refused the call ({s:?}); is cluster '{}' defined?",
                     call.cluster
@@ -175,26 +149,16 @@ impl Http {
         match self.phase {
             Phase::Request => {
                 let headers = vec![("content-type", reply.content_type)];
-                if let Err(s) =
-                    hostcalls::send_http_response(reply.status as u32, headers, Some(&reply.body))
-                {
+                if let Err(s) = hostcalls::send_http_response(reply.status as u32, headers, Some(&reply.body)) {
                     log::error!("#{} local reply failed: {s:?}", self.rid);
                 }
                 Action::Pause
             }
             Phase::Response => {
                 if reply.status >= 400 {
-                    log::info!(
-                        "#{} late error {} sent in the body (status already sent)",
-                        self.rid,
-                        reply.status
-                    );
+                    log::info!("#{} late error {} sent in the body (status already sent)", self.rid, reply.status);
                 }
-                if let Err(s) = host::set_buffer(
-                    BufferType::HttpResponseBody,
-                    self.response_size,
-                    &reply.body,
-                ) {
+                if let Err(s) = host::set_buffer(BufferType::HttpResponseBody, self.response_size, &reply.body) {
                     log::error!("#{} replacing the response body failed: {s:?}", self.rid);
                 }
                 Action::Continue
@@ -204,13 +168,7 @@ impl Http {
 }
 
 impl Context for Http {
-    fn on_http_call_response(
-        &mut self,
-        token: u32,
-        _headers: usize,
-        body_size: usize,
-        _trailers: usize,
-    ) {
+    fn on_http_call_response(&mut self, token: u32, _headers: usize, body_size: usize, _trailers: usize) {
         let Some(id) = self.calls.remove(&token) else {
             log::warn!("#{} reply for unknown callout token {token}", self.rid);
             return;
@@ -224,14 +182,7 @@ impl Context for Http {
         };
         let commands = match (&failure, status) {
             (Some(f), _) => agent.handle(Event::CallFailed { id, failure: f }, now_ms),
-            (None, Some(status)) => agent.handle(
-                Event::CallReply {
-                    id,
-                    status,
-                    body: &body,
-                },
-                now_ms,
-            ),
+            (None, Some(status)) => agent.handle(Event::CallReply { id, status, body: &body }, now_ms),
             (None, None) => Vec::new(),
         };
         if self.run(commands) == Action::Continue {
@@ -247,9 +198,7 @@ fn classify(status: Option<u16>, body: &[u8]) -> Option<Failure> {
     match status {
         None => Some(Failure::Broken("no response (reset)".into())),
         Some(504) if body == b"upstream request timeout" => Some(Failure::Timeout),
-        Some(503)
-            if body.starts_with(b"upstream connect error or disconnect/reset before headers") =>
-        {
+        Some(503) if body.starts_with(b"upstream connect error or disconnect/reset before headers") => {
             Some(Failure::Broken(String::from_utf8_lossy(body).into_owned()))
         }
         Some(_) => None,
@@ -265,19 +214,11 @@ impl HttpContext for Http {
             return Action::Continue;
         }
         let (now_ms, unix_s) = host::now();
-        let meta = RequestMeta {
-            id: format!("{now_ms:x}{:04x}", self.id),
-            now_ms,
-            unix_s,
-        };
+        let meta = RequestMeta { id: format!("{now_ms:x}{:04x}", self.id), now_ms, unix_s };
         self.rid = meta.id.clone();
         if let Some(key) = &cfg.llm.api_key {
             // The consumer's credentials are for the gateway, never for the provider.
-            host::set_header(
-                MapType::HttpRequestHeaders,
-                "authorization",
-                Some(&format!("Bearer {key}")),
-            );
+            host::set_header(MapType::HttpRequestHeaders, "authorization", Some(&format!("Bearer {key}")));
         }
         self.agent = Some(Agent::new(Rc::clone(cfg), meta));
         host::set_header(MapType::HttpRequestHeaders, "content-length", None);
@@ -314,10 +255,7 @@ impl HttpContext for Http {
         self.upstream_status = status.parse().unwrap_or(0);
         if !(200..300).contains(&self.upstream_status) {
             // The provider's own error: the client sees it as it is.
-            log::info!(
-                "#{} upstream LLM answered {status}; passed through",
-                self.rid
-            );
+            log::info!("#{} upstream LLM answered {status}; passed through", self.rid);
             self.agent = None;
             return Action::Continue;
         }
@@ -326,30 +264,16 @@ impl HttpContext for Http {
             // its error can still go out as a local reply with its own status.
             let (now_ms, _) = host::now();
             let status = self.upstream_status;
-            let commands = self.agent.as_mut().map(|a| {
-                a.handle(
-                    Event::UpstreamReply {
-                        status,
-                        body: &[],
-                        headers_sent: false,
-                    },
-                    now_ms,
-                )
-            });
+            let commands = self
+                .agent
+                .as_mut()
+                .map(|a| a.handle(Event::UpstreamReply { status, body: &[], headers_sent: false }, now_ms));
             return self.run(commands.unwrap_or_default());
         }
         self.phase = Phase::Response;
-        let content_type = if agent.wants_stream() {
-            "text/event-stream"
-        } else {
-            "application/json"
-        };
+        let content_type = if agent.wants_stream() { "text/event-stream" } else { "application/json" };
         host::set_header(MapType::HttpResponseHeaders, "content-length", None);
-        host::set_header(
-            MapType::HttpResponseHeaders,
-            "content-type",
-            Some(content_type),
-        );
+        host::set_header(MapType::HttpResponseHeaders, "content-type", Some(content_type));
         Action::Continue
     }
 

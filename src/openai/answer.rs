@@ -29,13 +29,7 @@ pub fn completion(a: &Answer<'_>) -> Vec<u8> {
     let mut out = Vec::with_capacity(a.content.len() + 320);
     out.extend_from_slice(b"{\"id\":");
     string(&mut out, a.id);
-    out.extend_from_slice(
-        format!(
-            ",\"object\":\"chat.completion\",\"created\":{},\"model\":",
-            a.created
-        )
-        .as_bytes(),
-    );
+    out.extend_from_slice(format!(",\"object\":\"chat.completion\",\"created\":{},\"model\":", a.created).as_bytes());
     string(&mut out, a.model);
     out.extend_from_slice(b",\"choices\":[{\"index\":0,\"message\":");
     match a.tool_calls {
@@ -66,11 +60,7 @@ fn value(out: &mut Vec<u8>, v: &Value) {
 fn message(a: &Answer<'_>) -> Value {
     match a.tool_calls {
         Some(calls) => {
-            let content = if a.content.is_empty() {
-                Value::Null
-            } else {
-                json!(a.content)
-            };
+            let content = if a.content.is_empty() { Value::Null } else { json!(a.content) };
             json!({"role": "assistant", "content": content, "refusal": null, "tool_calls": calls})
         }
         None => json!({"role": "assistant", "content": a.content, "refusal": null}),
@@ -105,18 +95,11 @@ pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
         }
         c
     };
-    let mut events = vec![chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
-    )];
+    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
     if !a.content.is_empty() || a.tool_calls.is_none() {
         events.push(chunk(json!({"content": a.content}), Value::Null));
     }
-    events.extend(
-        tool_call_deltas(a.tool_calls)
-            .into_iter()
-            .map(|d| chunk(d, Value::Null)),
-    );
+    events.extend(tool_call_deltas(a.tool_calls).into_iter().map(|d| chunk(d, Value::Null)));
     events.push(chunk(json!({}), json!(a.finish_reason)));
     if include_usage {
         events.push(json!({

@@ -44,13 +44,10 @@ pub struct ChatRequest {
 impl ChatRequest {
     /// A client body; `Err` is the message of a 400 answer.
     pub fn parse(body: &[u8]) -> Result<ChatRequest, String> {
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| format!("the request body is not valid JSON: {e}"))?;
+        let value: Value =
+            serde_json::from_slice(body).map_err(|e| format!("the request body is not valid JSON: {e}"))?;
         let Value::Object(raw) = value else {
-            return Err(format!(
-                "the request body must be a JSON object, not {}",
-                type_name(&value)
-            ));
+            return Err(format!("the request body must be a JSON object, not {}", type_name(&value)));
         };
         let messages = match raw.get("messages") {
             Some(Value::Array(list)) if !list.is_empty() => list
@@ -59,12 +56,7 @@ impl ChatRequest {
                 .map(|(i, m)| parse_message(m).map_err(|e| format!("messages[{i}]: {e}")))
                 .collect::<Result<Vec<_>, _>>()?,
             Some(Value::Array(_)) => return Err("'messages' must not be empty".into()),
-            Some(other) => {
-                return Err(format!(
-                    "'messages' must be an array, not {}",
-                    type_name(other)
-                ))
-            }
+            Some(other) => return Err(format!("'messages' must be an array, not {}", type_name(other))),
             None => return Err("'messages' is required".into()),
         };
         let question = messages.iter().rev().find(|m| m.role == Role::User);
@@ -73,10 +65,7 @@ impl ChatRequest {
         }
         let stream = flag(&raw, "stream")?;
         let include_usage = match raw.get("stream_options") {
-            Some(Value::Object(o)) => o
-                .get("include_usage")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            Some(Value::Object(o)) => o.get("include_usage").and_then(Value::as_bool).unwrap_or(false),
             _ => false,
         };
         if let Some(n) = raw.get("n") {
@@ -85,22 +74,12 @@ impl ChatRequest {
             }
         }
         let model = raw.get("model").and_then(Value::as_str).map(str::to_string);
-        Ok(ChatRequest {
-            raw,
-            messages,
-            stream,
-            include_usage,
-            model,
-        })
+        Ok(ChatRequest { raw, messages, stream, include_usage, model })
     }
 
     /// The question: the last user message's text.
     pub fn question(&self) -> &str {
-        self.messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map_or("", |m| m.text.as_str())
+        self.messages.iter().rev().find(|m| m.role == Role::User).map_or("", |m| m.text.as_str())
     }
 }
 
@@ -108,10 +87,7 @@ fn flag(raw: &Map<String, Value>, key: &str) -> Result<bool, String> {
     match raw.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(format!(
-            "'{key}' must be true or false, not {}",
-            type_name(other)
-        )),
+        Some(other) => Err(format!("'{key}' must be true or false, not {}", type_name(other))),
     }
 }
 
@@ -126,22 +102,11 @@ fn parse_message(m: &Value) -> Result<Message, String> {
     };
     let text = content_text(m.get("content"))?;
     let tool_calls = match m.get("tool_calls") {
-        Some(Value::Array(calls)) => calls
-            .iter()
-            .map(parse_tool_call)
-            .collect::<Result<_, _>>()?,
+        Some(Value::Array(calls)) => calls.iter().map(parse_tool_call).collect::<Result<_, _>>()?,
         _ => Vec::new(),
     };
-    let tool_call_id = m
-        .get("tool_call_id")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    Ok(Message {
-        role,
-        text,
-        tool_calls,
-        tool_call_id,
-    })
+    let tool_call_id = m.get("tool_call_id").and_then(Value::as_str).map(str::to_string);
+    Ok(Message { role, text, tool_calls, tool_call_id })
 }
 
 /// String content, or an array of parts: text kept, other parts described in words.
@@ -154,11 +119,7 @@ fn content_text(content: Option<&Value>) -> Result<String, String> {
             for p in parts {
                 let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
                 out.push(match kind {
-                    "text" | "input_text" => p
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
+                    "text" | "input_text" => p.get("text").and_then(Value::as_str).unwrap_or("").to_string(),
                     "image_url" => match p.pointer("/image_url/url").and_then(Value::as_str) {
                         Some(u) if !u.starts_with("data:") => {
                             format!("[image: {}]", truncate(u, 200))
@@ -171,34 +132,20 @@ fn content_text(content: Option<&Value>) -> Result<String, String> {
             }
             Ok(out.join("\n"))
         }
-        Some(other) => Err(format!(
-            "'content' must be a string or an array of parts, not {}",
-            type_name(other)
-        )),
+        Some(other) => Err(format!("'content' must be a string or an array of parts, not {}", type_name(other))),
     }
 }
 
 fn parse_tool_call(c: &Value) -> Result<ToolCall, String> {
     let f = c.get("function").ok_or("a tool call has no 'function'")?;
-    let name = f
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or("a tool call has no function name")?;
+    let name = f.get("name").and_then(Value::as_str).ok_or("a tool call has no function name")?;
     let arguments = match f.get("arguments") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => String::new(),
         Some(other) => other.to_string(),
     };
-    let id = c
-        .get("id")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    Ok(ToolCall {
-        id,
-        name: name.to_string(),
-        arguments,
-    })
+    let id = c.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+    Ok(ToolCall { id, name: name.to_string(), arguments })
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -216,21 +163,13 @@ impl Usage {
     }
 
     fn from_value(v: Option<&Value>) -> Usage {
-        let get = |k: &str| {
-            v.and_then(|u| u.get(k))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
+        let get = |k: &str| v.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
         let (p, c) = (get("prompt_tokens"), get("completion_tokens"));
         let total = match get("total_tokens") {
             0 => p + c,
             t => t,
         };
-        Usage {
-            prompt_tokens: p,
-            completion_tokens: c,
-            total_tokens: total,
-        }
+        Usage { prompt_tokens: p, completion_tokens: c, total_tokens: total }
     }
 }
 
@@ -269,33 +208,20 @@ impl LlmReply {
     /// A chat.completion body; `Err` says what is wrong with it.
     pub fn parse(body: &[u8]) -> Result<LlmReply, String> {
         let c: Completion = serde_json::from_slice(body).map_err(|e| {
-            format!(
-                "the LLM's reply is not JSON ({e}): {}",
-                truncate(&String::from_utf8_lossy(body), 200)
-            )
+            format!("the LLM's reply is not JSON ({e}): {}", truncate(&String::from_utf8_lossy(body), 200))
         })?;
         if let Some(err) = c.error.filter(|e| !e.is_null()) {
-            let msg = err
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| err.to_string(), str::to_string);
-            return Err(format!(
-                "the LLM returned an error: {}",
-                truncate(&msg, 300)
-            ));
+            let msg = err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), str::to_string);
+            return Err(format!("the LLM returned an error: {}", truncate(&msg, 300)));
         }
         let message = c
             .choices
             .and_then(|choices| choices.into_iter().next())
             .and_then(|choice| choice.message)
             .ok_or("the LLM's reply has no choices[0].message")?;
-        let content =
-            content_text(message.get("content")).map_err(|e| format!("the LLM's reply: {e}"))?;
+        let content = content_text(message.get("content")).map_err(|e| format!("the LLM's reply: {e}"))?;
         let tool_calls = match message.get("tool_calls") {
-            Some(Value::Array(calls)) => calls
-                .iter()
-                .map(parse_tool_call)
-                .collect::<Result<_, _>>()?,
+            Some(Value::Array(calls)) => calls.iter().map(parse_tool_call).collect::<Result<_, _>>()?,
             _ => Vec::new(),
         };
         Ok(LlmReply {

@@ -13,29 +13,17 @@ fn request_keeps_unknown_fields_and_reads_flags() {
 #[test]
 fn bad_requests_say_why() {
     for (body, why) in [
-        (
-            &b"{\"model\": \"m\", \"messages\": [{\"role\": \"user\""[..],
-            "not valid JSON",
-        ),
+        (&b"{\"model\": \"m\", \"messages\": [{\"role\": \"user\""[..], "not valid JSON"),
         (b"[1]", "must be a JSON object"),
         (b"{\"messages\": []}", "must not be empty"),
         (b"{\"model\": \"m\"}", "'messages' is required"),
-        (
-            b"{\"messages\": [{\"role\": \"user\", \"content\": \"\"}]}",
-            "needs a user message",
-        ),
-        (
-            b"{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}",
-            "unknown role",
-        ),
+        (b"{\"messages\": [{\"role\": \"user\", \"content\": \"\"}]}", "needs a user message"),
+        (b"{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}", "unknown role"),
         (
             b"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": \"yes\"}",
             "'stream' must be true or false",
         ),
-        (
-            b"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 2}",
-            "'n' must be 1",
-        ),
+        (b"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 2}", "'n' must be 1"),
     ] {
         let e = ChatRequest::parse(body).unwrap_err();
         assert!(e.contains(why), "{e}");
@@ -52,25 +40,10 @@ fn content_parts_are_flattened() {
 fn llm_reply_parsing() {
     let r = LlmReply::parse(br#"{"model":"q","choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#).unwrap();
     assert_eq!(r.content, "hi");
-    assert_eq!(
-        r.usage,
-        Usage {
-            prompt_tokens: 3,
-            completion_tokens: 2,
-            total_tokens: 5
-        }
-    );
-    assert!(LlmReply::parse(br#"{"choices":[]}"#)
-        .unwrap_err()
-        .contains("no choices"));
-    assert!(LlmReply::parse(br#"{"error":{"message":"quota"}}"#)
-        .unwrap_err()
-        .contains("quota"));
-    assert!(
-        LlmReply::parse(br#"{"id": "chatcmpl-123", "choices": [{"index": 0"#)
-            .unwrap_err()
-            .contains("not JSON")
-    );
+    assert_eq!(r.usage, Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
+    assert!(LlmReply::parse(br#"{"choices":[]}"#).unwrap_err().contains("no choices"));
+    assert!(LlmReply::parse(br#"{"error":{"message":"quota"}}"#).unwrap_err().contains("quota"));
+    assert!(LlmReply::parse(br#"{"id": "chatcmpl-123", "choices": [{"index": 0"#).unwrap_err().contains("not JSON"));
 }
 
 #[test]

@@ -25,19 +25,10 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
     let args = match args {
         Value::Object(m) => m,
         Value::Null => &empty,
-        other => {
-            return Err(format!(
-                "the arguments must be a JSON object, not {}",
-                type_name(other)
-            ))
-        }
+        other => return Err(format!("the arguments must be a JSON object, not {}", type_name(other))),
     };
     check_arguments(tool, args)?;
-    let mut path = format!(
-        "{}{}",
-        tool.server.base_path,
-        expand_path(&tool.path, &tool.params, args)?
-    );
+    let mut path = format!("{}{}", tool.server.base_path, expand_path(&tool.path, &tool.params, args)?);
     if !path.starts_with('/') {
         path.insert(0, '/');
     }
@@ -52,11 +43,7 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
             Location::Path => {}
             Location::Query => append_query(&mut query, p, v),
             Location::Header => headers.push((p.name.to_ascii_lowercase(), header_value(p, v)?)),
-            Location::Cookie => cookies.push(format!(
-                "{}={}",
-                p.name,
-                encode(&scalar_list(v, ","), QUERY)
-            )),
+            Location::Cookie => cookies.push(format!("{}={}", p.name, encode(&scalar_list(v, ","), QUERY))),
         }
     }
     if !cookies.is_empty() {
@@ -71,9 +58,7 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
     }
     match &api.api_key {
         Some(ApiKey::Query { name, value }) => push_pair(&mut query, name, value),
-        Some(ApiKey::Header { name, value }) => {
-            headers.push((name.to_ascii_lowercase(), value.clone()))
-        }
+        Some(ApiKey::Header { name, value }) => headers.push((name.to_ascii_lowercase(), value.clone())),
         None => {}
     }
     for (name, value) in &api.headers {
@@ -90,45 +75,26 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
         (None, Some(host)) => host.clone(),
         (None, None) => up.authority_or_service(),
     };
-    Ok(ToolRequest {
-        method: tool.method,
-        path,
-        authority,
-        headers,
-        body,
-    })
+    Ok(ToolRequest { method: tool.method, path, authority, headers, body })
 }
 
 /// Required arguments present, no unknown ones, top-level types and enums right.
 fn check_arguments(tool: &Tool, args: &Map<String, Value>) -> Result<(), String> {
     let props = tool.schema.get("properties").and_then(Value::as_object);
     let known = |k: &str| props.is_some_and(|p| p.contains_key(k));
-    let unknown: Vec<&str> = args
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !known(k))
-        .collect();
+    let unknown: Vec<&str> = args.keys().map(String::as_str).filter(|k| !known(k)).collect();
     if !unknown.is_empty() {
-        let valid: Vec<&str> = props
-            .map(|p| p.keys().map(String::as_str).collect())
-            .unwrap_or_default();
+        let valid: Vec<&str> = props.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
         return Err(format!(
             "unknown argument(s) {}; '{}' takes: {}",
             quoted(&unknown),
             tool.name,
-            if valid.is_empty() {
-                "no arguments".to_string()
-            } else {
-                valid.join(", ")
-            }
+            if valid.is_empty() { "no arguments".to_string() } else { valid.join(", ") }
         ));
     }
     if let Some(required) = tool.schema.get("required").and_then(Value::as_array) {
-        let missing: Vec<&str> = required
-            .iter()
-            .filter_map(Value::as_str)
-            .filter(|k| args.get(*k).is_none_or(Value::is_null))
-            .collect();
+        let missing: Vec<&str> =
+            required.iter().filter_map(Value::as_str).filter(|k| args.get(*k).is_none_or(Value::is_null)).collect();
         if !missing.is_empty() {
             return Err(format!("missing required argument(s) {}", quoted(&missing)));
         }
@@ -144,11 +110,7 @@ fn check_arguments(tool: &Tool, args: &Map<String, Value>) -> Result<(), String>
 }
 
 fn quoted(names: &[&str]) -> String {
-    names
-        .iter()
-        .map(|n| format!("'{n}'"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
 }
 
 /// `textual`: the value ends up as text (path, query, header), so `"3"` for an integer and `3` for a
@@ -171,15 +133,10 @@ fn check_value(name: &str, schema: &Value, v: &Value, textual: bool) -> Result<(
         ));
     }
     if let Some(Value::Array(allowed)) = schema.get("enum") {
-        let ok = allowed
-            .iter()
-            .any(|a| a == v || (textual && text_of(a) == text_of(v)));
+        let ok = allowed.iter().any(|a| a == v || (textual && text_of(a) == text_of(v)));
         if !ok {
             let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
-            return Err(format!(
-                "argument '{name}' must be one of {}, got {v}",
-                list.join(", ")
-            ));
+            return Err(format!("argument '{name}' must be one of {}, got {v}", list.join(", ")));
         }
     }
     Ok(())
@@ -190,8 +147,7 @@ fn type_ok(t: &str, v: &Value, textual: bool) -> bool {
     match t {
         "string" => v.is_string() || (textual && (v.is_number() || v.is_boolean())),
         "integer" => {
-            v.as_f64().is_some_and(|f| f.fract() == 0.0)
-                || (textual && text.is_some_and(|s| s.parse::<i64>().is_ok()))
+            v.as_f64().is_some_and(|f| f.fract() == 0.0) || (textual && text.is_some_and(|s| s.parse::<i64>().is_ok()))
         }
         "number" => v.is_number() || (textual && text.is_some_and(|s| s.parse::<f64>().is_ok())),
         "boolean" => v.is_boolean() || (textual && matches!(text, Some("true" | "false"))),
@@ -202,28 +158,17 @@ fn type_ok(t: &str, v: &Value, textual: bool) -> bool {
     }
 }
 
-fn expand_path(
-    template: &str,
-    params: &[Param],
-    args: &Map<String, Value>,
-) -> Result<String, String> {
+fn expand_path(template: &str, params: &[Param], args: &Map<String, Value>) -> Result<String, String> {
     let mut out = String::with_capacity(template.len() + 16);
     let mut rest = template;
     while let Some(start) = rest.find('{') {
         out.push_str(&rest[..start]);
         let len = rest[start..].find('}').unwrap_or(rest.len() - start);
         let name = &rest[start + 1..start + len];
-        let p = params
-            .iter()
-            .find(|p| p.location == Location::Path && p.name == name);
-        let v = args
-            .get(name)
-            .filter(|v| !v.is_null())
-            .ok_or_else(|| format!("missing required argument '{name}'"))?;
+        let p = params.iter().find(|p| p.location == Location::Path && p.name == name);
+        let v = args.get(name).filter(|v| !v.is_null()).ok_or_else(|| format!("missing required argument '{name}'"))?;
         if text_of(v).is_empty() {
-            return Err(format!(
-                "argument '{name}' is part of the path and must not be empty"
-            ));
+            return Err(format!("argument '{name}' is part of the path and must not be empty"));
         }
         out.push_str(&path_value(p, name, v));
         rest = rest.get(start + len + 1..).unwrap_or("");
@@ -241,9 +186,7 @@ fn path_value(p: Option<&Param>, name: &str, v: &Value) -> String {
     let enc: Vec<String> = items.iter().map(|s| encode_segment(s)).collect();
     match style {
         Style::Label => format!(".{}", enc.join(if explode { "." } else { "," })),
-        Style::Matrix if explode && v.is_array() => {
-            enc.iter().map(|e| format!(";{name}={e}")).collect()
-        }
+        Style::Matrix if explode && v.is_array() => enc.iter().map(|e| format!(";{name}={e}")).collect(),
         Style::Matrix => format!(";{name}={}", enc.join(",")),
         _ => enc.join(","),
     }
@@ -253,14 +196,8 @@ fn path_value(p: Option<&Param>, name: &str, v: &Value) -> String {
 fn flatten(v: &Value, explode: bool) -> Vec<String> {
     match v {
         Value::Array(items) => items.iter().map(text_of).collect(),
-        Value::Object(m) if explode => m
-            .iter()
-            .map(|(k, v)| format!("{k}={}", text_of(v)))
-            .collect(),
-        Value::Object(m) => m
-            .iter()
-            .flat_map(|(k, v)| [k.clone(), text_of(v)])
-            .collect(),
+        Value::Object(m) if explode => m.iter().map(|(k, v)| format!("{k}={}", text_of(v))).collect(),
+        Value::Object(m) => m.iter().flat_map(|(k, v)| [k.clone(), text_of(v)]).collect(),
         other => vec![text_of(other)],
     }
 }
@@ -279,27 +216,17 @@ fn scalar_list(v: &Value, sep: &str) -> String {
 
 fn append_query(q: &mut String, p: &Param, v: &Value) {
     match (v, p.style) {
-        (Value::Array(items), Style::Form) if p.explode => items
-            .iter()
-            .for_each(|i| push_pair(q, &p.name, &text_of(i))),
+        (Value::Array(items), Style::Form) if p.explode => {
+            items.iter().for_each(|i| push_pair(q, &p.name, &text_of(i)))
+        }
         (Value::Array(items), Style::SpaceDelimited | Style::PipeDelimited) => {
-            let sep = if p.style == Style::SpaceDelimited {
-                " "
-            } else {
-                "|"
-            };
-            push_pair(
-                q,
-                &p.name,
-                &items.iter().map(text_of).collect::<Vec<_>>().join(sep),
-            )
+            let sep = if p.style == Style::SpaceDelimited { " " } else { "|" };
+            push_pair(q, &p.name, &items.iter().map(text_of).collect::<Vec<_>>().join(sep))
         }
-        (Value::Object(m), Style::DeepObject) => m
-            .iter()
-            .for_each(|(k, v)| push_pair(q, &format!("{}[{k}]", p.name), &text_of(v))),
-        (Value::Object(m), _) if p.explode => {
-            m.iter().for_each(|(k, v)| push_pair(q, k, &text_of(v)))
+        (Value::Object(m), Style::DeepObject) => {
+            m.iter().for_each(|(k, v)| push_pair(q, &format!("{}[{k}]", p.name), &text_of(v)))
         }
+        (Value::Object(m), _) if p.explode => m.iter().for_each(|(k, v)| push_pair(q, k, &text_of(v))),
         (Value::Array(_) | Value::Object(_), _) => {
             // Non-exploded form: the commas separate items and stay literal.
             let items: Vec<String> = flatten(v, false).iter().map(|s| encode(s, QUERY)).collect();
@@ -324,10 +251,7 @@ fn push_pair(q: &mut String, name: &str, value: &str) {
 fn header_value(p: &Param, v: &Value) -> Result<String, String> {
     let text = flatten(v, p.explode).join(",");
     if text.contains(['\r', '\n', '\0']) {
-        return Err(format!(
-            "argument '{}' is a header and must not contain line breaks",
-            p.name
-        ));
+        return Err(format!("argument '{}' is a header and must not contain line breaks", p.name));
     }
     Ok(text)
 }
@@ -339,10 +263,8 @@ fn body(b: &Body, args: &Map<String, Value>) -> Result<Option<Vec<u8>>, String> 
             _ => return Ok(None),
         },
         BodyLayout::Properties(names) => {
-            let m: Map<String, Value> = names
-                .iter()
-                .filter_map(|n| args.get(n).map(|v| (n.clone(), v.clone())))
-                .collect();
+            let m: Map<String, Value> =
+                names.iter().filter_map(|n| args.get(n).map(|v| (n.clone(), v.clone()))).collect();
             if m.is_empty() && !b.required {
                 return Ok(None);
             }

@@ -56,10 +56,7 @@ pub struct OpenApiError {
 
 impl OpenApiError {
     pub fn new(kind: ErrorKind, detail: impl Into<String>) -> Self {
-        OpenApiError {
-            kind,
-            detail: detail.into(),
-        }
+        OpenApiError { kind, detail: detail.into() }
     }
 
     fn at(mut self, place: &str) -> Self {
@@ -204,10 +201,7 @@ pub fn load(text: &str, api: usize) -> Result<Loaded, OpenApiError> {
             ))
         }
     };
-    let mut out = Loaded {
-        tools: Vec::new(),
-        warnings: Vec::new(),
-    };
+    let mut out = Loaded { tools: Vec::new(), warnings: Vec::new() };
     for (path, item) in paths {
         let item = resolver.deref(item).map_err(|e| e.at(path))?;
         let Value::Object(item) = item else { continue };
@@ -216,26 +210,15 @@ pub fn load(text: &str, api: usize) -> Result<Loaded, OpenApiError> {
             let lower = method.to_ascii_lowercase();
             if !METHODS.contains(&lower.as_str()) {
                 if matches!(lower.as_str(), "options" | "trace") {
-                    out.warnings.push(format!(
-                        "{} {path}: {lower} operations are not turned into tools",
-                        lower.to_uppercase()
-                    ));
+                    out.warnings
+                        .push(format!("{} {path}: {lower} operations are not turned into tools", lower.to_uppercase()));
                 }
                 continue;
             }
             let place = format!("{} {path}", lower.to_uppercase());
             let servers = op.get("servers").or(path_servers);
             let server = Server::pick(servers).map_err(|e| e.at(&place))?;
-            match operation(
-                &resolver,
-                &lower,
-                path,
-                item,
-                op,
-                server,
-                api,
-                &mut out.warnings,
-            ) {
+            match operation(&resolver, &lower, path, item, op, server, api, &mut out.warnings) {
                 Ok(Some(tool)) => {
                     if out.tools.iter().any(|t| t.name == tool.name) {
                         return Err(OpenApiError::new(
@@ -251,35 +234,25 @@ pub fn load(text: &str, api: usize) -> Result<Loaded, OpenApiError> {
         }
     }
     if out.tools.is_empty() {
-        return Err(OpenApiError::new(
-            ErrorKind::NoOperations,
-            "no operation could be turned into a tool",
-        ));
+        return Err(OpenApiError::new(ErrorKind::NoOperations, "no operation could be turned into a tool"));
     }
     Ok(out)
 }
 
 fn check_version(root: &Value) -> Result<(), OpenApiError> {
     if !root.is_object() {
-        return Err(OpenApiError::new(
-            ErrorKind::NotADocument,
-            "the document is not a map",
-        ));
+        return Err(OpenApiError::new(ErrorKind::NotADocument, "the document is not a map"));
     }
     match root.get("openapi") {
         Some(Value::String(v)) if v.starts_with("3.0") || v.starts_with("3.1") => Ok(()),
-        Some(v) => Err(OpenApiError::new(
-            ErrorKind::UnsupportedVersion,
-            format!("openapi {v}; 3.0.x and 3.1.x are supported"),
-        )),
+        Some(v) => {
+            Err(OpenApiError::new(ErrorKind::UnsupportedVersion, format!("openapi {v}; 3.0.x and 3.1.x are supported")))
+        }
         None if root.get("swagger").is_some() => Err(OpenApiError::new(
             ErrorKind::UnsupportedVersion,
             "Swagger 2.0; convert it to OpenAPI 3 (e.g. with swagger2openapi)",
         )),
-        None => Err(OpenApiError::new(
-            ErrorKind::NotADocument,
-            "no `openapi` version field",
-        )),
+        None => Err(OpenApiError::new(ErrorKind::NotADocument, "no `openapi` version field")),
     }
 }
 
@@ -353,21 +326,13 @@ fn method_name(m: &str) -> &'static str {
 /// `operationId` with characters outside `[A-Za-z0-9_-]` replaced by `_` (OpenAI's rule for function
 /// names, applied in both modes so names never differ between them); without one, `<method>_<path>`.
 fn tool_name(op: &Value, method: &str, path: &str, warnings: &mut Vec<String>) -> String {
-    let (raw, given) = match op
-        .get("operationId")
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-    {
+    let (raw, given) = match op.get("operationId").and_then(Value::as_str).filter(|s| !s.trim().is_empty()) {
         Some(id) => (id.to_string(), true),
         None => (format!("{method}_{path}"), false),
     };
     let mut name = String::with_capacity(raw.len());
     for c in raw.chars() {
-        let c = if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-            c
-        } else {
-            '_'
-        };
+        let c = if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' };
         if !(c == '_' && name.ends_with('_')) {
             name.push(c);
         }
@@ -384,16 +349,8 @@ fn tool_name(op: &Value, method: &str, path: &str, warnings: &mut Vec<String>) -
 }
 
 fn description(op: &Value) -> String {
-    let summary = op
-        .get("summary")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .unwrap_or("");
-    let text = op
-        .get("description")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .unwrap_or("");
+    let summary = op.get("summary").and_then(Value::as_str).map(str::trim).unwrap_or("");
+    let text = op.get("description").and_then(Value::as_str).map(str::trim).unwrap_or("");
     match (summary.is_empty(), text.is_empty()) {
         (true, _) => text.to_string(),
         (false, true) => summary.to_string(),
@@ -412,19 +369,13 @@ fn merged_params(
     let mut out: Vec<(Param, Value)> = Vec::new();
     for list in [shared, own].into_iter().flatten() {
         let Value::Array(list) = list else {
-            return Err(OpenApiError::new(
-                ErrorKind::BadParameter,
-                "`parameters` is not a list",
-            ));
+            return Err(OpenApiError::new(ErrorKind::BadParameter, "`parameters` is not a list"));
         };
         for raw in list {
             let Some((p, schema)) = parameter(r, raw, defs)? else {
                 continue;
             };
-            if let Some(slot) = out
-                .iter_mut()
-                .find(|(q, _)| q.name == p.name && q.location == p.location)
-            {
+            if let Some(slot) = out.iter_mut().find(|(q, _)| q.name == p.name && q.location == p.location) {
                 *slot = (p, schema);
             } else if out.iter().any(|(q, _)| q.name == p.name) {
                 return Err(OpenApiError::new(
@@ -439,23 +390,10 @@ fn merged_params(
     Ok(out)
 }
 
-fn parameter(
-    r: &Resolver<'_>,
-    raw: &Value,
-    defs: &mut Defs,
-) -> Result<Option<(Param, Value)>, OpenApiError> {
+fn parameter(r: &Resolver<'_>, raw: &Value, defs: &mut Defs) -> Result<Option<(Param, Value)>, OpenApiError> {
     let p = r.deref(raw)?;
-    let name = p
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let bad = |why: &str| {
-        OpenApiError::new(
-            ErrorKind::BadParameter,
-            format!("parameter '{name}': {why}"),
-        )
-    };
+    let name = p.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+    let bad = |why: &str| OpenApiError::new(ErrorKind::BadParameter, format!("parameter '{name}': {why}"));
     if name.is_empty() {
         return Err(bad("no name"));
     }
@@ -468,32 +406,21 @@ fn parameter(
     };
     // Envoy and the shim own these; a model must not set them.
     if location == Location::Header
-        && [
-            "accept",
-            "content-type",
-            "authorization",
-            "host",
-            "content-length",
-        ]
-        .contains(&name.to_ascii_lowercase().as_str())
+        && ["accept", "content-type", "authorization", "host", "content-length"]
+            .contains(&name.to_ascii_lowercase().as_str())
     {
         return Ok(None);
     }
     let raw_schema = p
         .get("schema")
         .or_else(|| {
-            p.get("content")
-                .and_then(Value::as_object)
-                .and_then(|c| c.values().next())
-                .and_then(|m| m.get("schema"))
+            p.get("content").and_then(Value::as_object).and_then(|c| c.values().next()).and_then(|m| m.get("schema"))
         })
         .cloned()
         .unwrap_or_else(|| json!({"type": "string"}));
     let mut schema = r.schema(&raw_schema, defs)?;
-    if let (Some(d), Value::Object(m)) = (p.get("description").and_then(Value::as_str), &mut schema)
-    {
-        m.entry("description")
-            .or_insert_with(|| Value::String(d.trim().to_string()));
+    if let (Some(d), Value::Object(m)) = (p.get("description").and_then(Value::as_str), &mut schema) {
+        m.entry("description").or_insert_with(|| Value::String(d.trim().to_string()));
     }
     let style = match p.get("style").and_then(Value::as_str) {
         None => default_style(location),
@@ -506,23 +433,9 @@ fn parameter(
         Some("deepObject") => Style::DeepObject,
         Some(other) => return Err(bad(&format!("unknown style '{other}'"))),
     };
-    let explode = p
-        .get("explode")
-        .and_then(Value::as_bool)
-        .unwrap_or(style == Style::Form);
-    let required =
-        location == Location::Path || p.get("required").and_then(Value::as_bool).unwrap_or(false);
-    Ok(Some((
-        Param {
-            name,
-            location,
-            required,
-            schema: schema.clone(),
-            style,
-            explode,
-        },
-        schema,
-    )))
+    let explode = p.get("explode").and_then(Value::as_bool).unwrap_or(style == Style::Form);
+    let required = location == Location::Path || p.get("required").and_then(Value::as_bool).unwrap_or(false);
+    Ok(Some((Param { name, location, required, schema: schema.clone(), style, explode }, schema)))
 }
 
 fn default_style(location: Location) -> Style {
@@ -537,20 +450,11 @@ fn check_path_template(path: &str, params: &[Param]) -> Result<(), OpenApiError>
     let mut rest = path;
     while let Some(start) = rest.find('{') {
         let Some(len) = rest[start..].find('}') else {
-            return Err(OpenApiError::new(
-                ErrorKind::BadParameter,
-                "unclosed '{' in the path",
-            ));
+            return Err(OpenApiError::new(ErrorKind::BadParameter, "unclosed '{' in the path"));
         };
         let name = &rest[start + 1..start + len];
-        if !params
-            .iter()
-            .any(|p| p.location == Location::Path && p.name == name)
-        {
-            return Err(OpenApiError::new(
-                ErrorKind::BadParameter,
-                format!("path parameter '{name}' is not declared"),
-            ));
+        if !params.iter().any(|p| p.location == Location::Path && p.name == name) {
+            return Err(OpenApiError::new(ErrorKind::BadParameter, format!("path parameter '{name}' is not declared")));
         }
         rest = &rest[start + len + 1..];
     }
@@ -571,22 +475,13 @@ fn request_body(
     let Some(content) = b.get("content").and_then(Value::as_object) else {
         return Ok(Err("request body without content".into()));
     };
-    let picked = content
-        .iter()
-        .find_map(|(ct, m)| media_of(ct).map(|media| (ct, media, m)));
+    let picked = content.iter().find_map(|(ct, m)| media_of(ct).map(|media| (ct, media, m)));
     let Some((content_type, media, m)) = picked else {
         let types: Vec<&str> = content.keys().map(String::as_str).collect();
-        return Ok(Err(format!(
-            "request body types {} are not supported; JSON and form bodies are",
-            types.join(", ")
-        )));
+        return Ok(Err(format!("request body types {} are not supported; JSON and form bodies are", types.join(", "))));
     };
     let schema = r.schema(m.get("schema").unwrap_or(&json!({})), defs)?;
-    let content_type = if content_type.contains('*') {
-        "application/json".to_string()
-    } else {
-        content_type.clone()
-    };
+    let content_type = if content_type.contains('*') { "application/json".to_string() } else { content_type.clone() };
     let flat = schema
         .get("properties")
         .and_then(Value::as_object)
@@ -594,11 +489,8 @@ fn request_body(
     let layout = match flat {
         Some(props) => {
             let names: Vec<String> = props.keys().cloned().collect();
-            let req: Vec<&Value> = schema
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().collect())
-                .unwrap_or_default();
+            let req: Vec<&Value> =
+                schema.get("required").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
             for (k, v) in props {
                 properties.insert(k.clone(), v.clone());
                 if body_required && req.iter().any(|r| r.as_str() == Some(k)) {
@@ -608,12 +500,7 @@ fn request_body(
             BodyLayout::Properties(names)
         }
         None => {
-            let name = if properties.contains_key("body") {
-                "requestBody"
-            } else {
-                "body"
-            }
-            .to_string();
+            let name = if properties.contains_key("body") { "requestBody" } else { "body" }.to_string();
             properties.insert(name.clone(), schema);
             if body_required {
                 required.push(Value::String(name.clone()));
@@ -621,21 +508,11 @@ fn request_body(
             BodyLayout::Whole(name)
         }
     };
-    Ok(Ok(Body {
-        media,
-        content_type,
-        required: body_required,
-        layout,
-    }))
+    Ok(Ok(Body { media, content_type, required: body_required, layout }))
 }
 
 fn media_of(content_type: &str) -> Option<Media> {
-    let ct = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let ct = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if ct == "application/json" || ct.ends_with("+json") || ct == "*/*" || ct == "application/*" {
         Some(Media::Json)
     } else if ct == "application/x-www-form-urlencoded" {

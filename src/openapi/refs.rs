@@ -36,12 +36,9 @@ impl<'a> Resolver<'a> {
             ));
         };
         let pointer = doc::percent_decode(pointer);
-        self.root.pointer(&pointer).ok_or_else(|| {
-            OpenApiError::new(
-                ErrorKind::BrokenRef,
-                format!("'{reference}' points at nothing"),
-            )
-        })
+        self.root
+            .pointer(&pointer)
+            .ok_or_else(|| OpenApiError::new(ErrorKind::BrokenRef, format!("'{reference}' points at nothing")))
     }
 
     /// Follows `$ref` chains on an object that must be an object (a parameter, a request body).
@@ -52,10 +49,7 @@ impl<'a> Resolver<'a> {
                 None => return Ok(v),
             }
         }
-        Err(OpenApiError::new(
-            ErrorKind::RefCycle,
-            "a chain of $refs that never ends",
-        ))
+        Err(OpenApiError::new(ErrorKind::RefCycle, "a chain of $refs that never ends"))
     }
 
     /// A schema with every reference resolved; recursive ones collected in `defs`.
@@ -80,18 +74,9 @@ impl<'a> Resolver<'a> {
         Ok(defs.done)
     }
 
-    fn walk(
-        &self,
-        v: &Value,
-        stack: &mut Vec<String>,
-        defs: &mut Defs,
-        depth: usize,
-    ) -> Result<Value, OpenApiError> {
+    fn walk(&self, v: &Value, stack: &mut Vec<String>, defs: &mut Defs, depth: usize) -> Result<Value, OpenApiError> {
         if depth > MAX_DEPTH {
-            return Err(OpenApiError::new(
-                ErrorKind::TooDeep,
-                format!("schema nested deeper than {MAX_DEPTH} levels"),
-            ));
+            return Err(OpenApiError::new(ErrorKind::TooDeep, format!("schema nested deeper than {MAX_DEPTH} levels")));
         }
         match v {
             Value::Object(map) => {
@@ -160,13 +145,7 @@ fn def_name(reference: &str) -> String {
     let last = reference.rsplit('/').next().unwrap_or(reference);
     let name: String = doc::percent_decode(last)
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' { c } else { '_' })
         .collect();
     if name.is_empty() {
         "def".into()
@@ -188,12 +167,7 @@ mod tests {
         }}});
         let r = Resolver::new(&doc);
         let mut defs = Defs::default();
-        let s = r
-            .schema(
-                &json!({"$ref": "#/components/schemas/Pet", "description": "a pet"}),
-                &mut defs,
-            )
-            .unwrap();
+        let s = r.schema(&json!({"$ref": "#/components/schemas/Pet", "description": "a pet"}), &mut defs).unwrap();
         assert_eq!(
             s,
             json!({"type": "object", "properties": {"tag": {"type": ["string", "null"]}}, "description": "a pet"})
@@ -208,18 +182,10 @@ mod tests {
         }}});
         let r = Resolver::new(&doc);
         let mut defs = Defs::default();
-        let s = r
-            .schema(&json!({"$ref": "#/components/schemas/Node"}), &mut defs)
-            .unwrap();
-        assert_eq!(
-            s["properties"]["children"]["items"],
-            json!({"$ref": "#/$defs/Node"})
-        );
+        let s = r.schema(&json!({"$ref": "#/components/schemas/Node"}), &mut defs).unwrap();
+        assert_eq!(s["properties"]["children"]["items"], json!({"$ref": "#/$defs/Node"}));
         let defs = r.finish_defs(defs).unwrap();
-        assert_eq!(
-            defs["Node"]["properties"]["children"]["items"],
-            json!({"$ref": "#/$defs/Node"})
-        );
+        assert_eq!(defs["Node"]["properties"]["children"]["items"], json!({"$ref": "#/$defs/Node"}));
     }
 
     #[test]
@@ -227,13 +193,9 @@ mod tests {
         let doc = json!({});
         let r = Resolver::new(&doc);
         let mut defs = Defs::default();
-        let e = r
-            .schema(&json!({"$ref": "#/components/schemas/Missing"}), &mut defs)
-            .unwrap_err();
+        let e = r.schema(&json!({"$ref": "#/components/schemas/Missing"}), &mut defs).unwrap_err();
         assert_eq!(e.kind, ErrorKind::BrokenRef);
-        let e = r
-            .schema(&json!({"$ref": "other.yaml#/Pet"}), &mut defs)
-            .unwrap_err();
+        let e = r.schema(&json!({"$ref": "other.yaml#/Pet"}), &mut defs).unwrap_err();
         assert_eq!(e.kind, ErrorKind::ExternalRef);
     }
 

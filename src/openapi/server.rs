@@ -39,22 +39,11 @@ impl Server {
         };
         if let Some(h) = &host {
             if h.is_empty() || h.contains(['@', ' ', '{', '}']) {
-                return Err(OpenApiError::new(
-                    ErrorKind::BadServer,
-                    format!("server URL '{url}' has no usable host"),
-                ));
+                return Err(OpenApiError::new(ErrorKind::BadServer, format!("server URL '{url}' has no usable host")));
             }
         }
-        let path = path
-            .split(['?', '#'])
-            .next()
-            .unwrap_or("")
-            .trim_end_matches('/');
-        let base_path = if path.is_empty() || path.starts_with('/') {
-            path.to_string()
-        } else {
-            format!("/{path}")
-        };
+        let path = path.split(['?', '#']).next().unwrap_or("").trim_end_matches('/');
+        let base_path = if path.is_empty() || path.starts_with('/') { path.to_string() } else { format!("/{path}") };
         Ok(Server { host, base_path })
     }
 }
@@ -73,10 +62,7 @@ fn substitute(url: &str, variables: Option<&Value>) -> Result<String, OpenApiErr
     while let Some(start) = rest.find('{') {
         out.push_str(&rest[..start]);
         let Some(len) = rest[start..].find('}') else {
-            return Err(OpenApiError::new(
-                ErrorKind::BadServer,
-                format!("unclosed '{{' in server URL '{url}'"),
-            ));
+            return Err(OpenApiError::new(ErrorKind::BadServer, format!("unclosed '{{' in server URL '{url}'")));
         };
         let name = &rest[start + 1..start + len];
         let value = variables
@@ -88,10 +74,7 @@ fn substitute(url: &str, variables: Option<&Value>) -> Result<String, OpenApiErr
                 _ => None,
             })
             .ok_or_else(|| {
-                OpenApiError::new(
-                    ErrorKind::BadServer,
-                    format!("server variable '{name}' has no default"),
-                )
+                OpenApiError::new(ErrorKind::BadServer, format!("server variable '{name}' has no default"))
             })?;
         out.push_str(&value);
         rest = &rest[start + len + 1..];
@@ -107,39 +90,19 @@ mod tests {
 
     #[test]
     fn picks_first_server_with_variables() {
-        let s = Server::pick(Some(
-            &json!([{"url": "{scheme}://developer.uspto.gov/ds-api/",
-            "variables": {"scheme": {"default": "https", "enum": ["https", "http"]}}}]),
-        ))
+        let s = Server::pick(Some(&json!([{"url": "{scheme}://developer.uspto.gov/ds-api/",
+            "variables": {"scheme": {"default": "https", "enum": ["https", "http"]}}}])))
         .unwrap();
-        assert_eq!(
-            s,
-            Server {
-                host: Some("developer.uspto.gov".into()),
-                base_path: "/ds-api".into()
-            }
-        );
+        assert_eq!(s, Server { host: Some("developer.uspto.gov".into()), base_path: "/ds-api".into() });
     }
 
     #[test]
     fn relative_and_missing_servers() {
         assert_eq!(Server::pick(None).unwrap(), Server::default());
         let s = Server::pick(Some(&json!([{"url": "/v1"}]))).unwrap();
-        assert_eq!(
-            s,
-            Server {
-                host: None,
-                base_path: "/v1".into()
-            }
-        );
+        assert_eq!(s, Server { host: None, base_path: "/v1".into() });
         let s = Server::pick(Some(&json!([{"url": "http://h:8080"}]))).unwrap();
-        assert_eq!(
-            s,
-            Server {
-                host: Some("h:8080".into()),
-                base_path: String::new()
-            }
-        );
+        assert_eq!(s, Server { host: Some("h:8080".into()), base_path: String::new() });
     }
 
     #[test]

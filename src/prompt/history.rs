@@ -37,9 +37,7 @@ pub fn react_messages(req: &ChatRequest) -> (Option<String>, Vec<Value>) {
                 }
                 out.push(json!({"role": "assistant", "content": text}));
             }
-            Role::Tool => {
-                out.push(json!({"role": "user", "content": format!("Observation: {}", m.text)}))
-            }
+            Role::Tool => out.push(json!({"role": "user", "content": format!("Observation: {}", m.text)})),
         }
     }
     (system, out)
@@ -48,11 +46,7 @@ pub fn react_messages(req: &ChatRequest) -> (Option<String>, Vec<Value>) {
 /// The client's messages as sent, with one repair: an assistant's tool call that has no `tool` answer
 /// gets a synthetic failed result, so that the provider accepts the conversation.
 pub fn native_messages(req: &ChatRequest) -> Vec<Value> {
-    let raw = req
-        .raw
-        .get("messages")
-        .and_then(Value::as_array)
-        .map_or(&[][..], Vec::as_slice);
+    let raw = req.raw.get("messages").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     let mut out = Vec::with_capacity(raw.len());
     let mut unanswered: Vec<String> = Vec::new();
     for m in raw {
@@ -69,10 +63,7 @@ pub fn native_messages(req: &ChatRequest) -> Vec<Value> {
                 .get("tool_calls")
                 .and_then(Value::as_array)
                 .map(|calls| {
-                    calls
-                        .iter()
-                        .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_string))
-                        .collect()
+                    calls.iter().filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_string)).collect()
                 })
                 .unwrap_or_default();
         }

@@ -11,10 +11,7 @@ pub fn request_messages(question: &str, answer: &str, schema: &Value) -> Vec<Val
     let user = format!(
         "Question:\n{question}\n\nAnswer:\n{answer}\n\nJSON Schema:\n{schema_text}\n\nExpress the answer as one JSON value that is valid against the schema. Reply with the JSON only."
     );
-    vec![
-        json!({"role": "system", "content": SYSTEM_EN}),
-        json!({"role": "user", "content": user}),
-    ]
+    vec![json!({"role": "system", "content": SYSTEM_EN}), json!({"role": "user", "content": user})]
 }
 
 /// What the model is told when its reply did not fit.
@@ -56,14 +53,7 @@ fn strip_fences(text: &str) -> &str {
     };
     let after = &text[start + 3..];
     let body = match after.find('\n') {
-        Some(nl)
-            if after[..nl]
-                .trim()
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric()) =>
-        {
-            &after[nl + 1..]
-        }
+        Some(nl) if after[..nl].trim().chars().all(|c| c.is_ascii_alphanumeric()) => &after[nl + 1..],
         _ => after,
     };
     match body.find("```") {
@@ -79,46 +69,23 @@ mod tests {
     #[test]
     fn extracts_fenced_bare_and_embedded_json() {
         assert_eq!(extract("{\"a\": 1}").unwrap(), json!({"a": 1}));
-        assert_eq!(
-            extract("```json\n{\"a\": [1, 2]}\n```").unwrap(),
-            json!({"a": [1, 2]})
-        );
-        assert_eq!(
-            extract("Here you go:\n```\n[1]\n```\nthanks").unwrap(),
-            json!([1])
-        );
-        assert_eq!(
-            extract("Sure! {\"a\": 1} and also {\"b\": 2}").unwrap(),
-            json!({"a": 1})
-        );
-        assert_eq!(
-            extract("The set {x} is {\"a\": \"}\"}").unwrap(),
-            json!({"a": "}"})
-        );
-        assert_eq!(
-            extract("\"just a string\"").unwrap(),
-            json!("just a string")
-        );
+        assert_eq!(extract("```json\n{\"a\": [1, 2]}\n```").unwrap(), json!({"a": [1, 2]}));
+        assert_eq!(extract("Here you go:\n```\n[1]\n```\nthanks").unwrap(), json!([1]));
+        assert_eq!(extract("Sure! {\"a\": 1} and also {\"b\": 2}").unwrap(), json!({"a": 1}));
+        assert_eq!(extract("The set {x} is {\"a\": \"}\"}").unwrap(), json!({"a": "}"}));
+        assert_eq!(extract("\"just a string\"").unwrap(), json!("just a string"));
     }
 
     #[test]
     fn no_json_is_an_error() {
-        assert!(extract("no json here")
-            .unwrap_err()
-            .contains("no JSON value"));
-        assert!(extract("{\"a\": ")
-            .unwrap_err()
-            .contains("first candidate fails"));
+        assert!(extract("no json here").unwrap_err().contains("no JSON value"));
+        assert!(extract("{\"a\": ").unwrap_err().contains("first candidate fails"));
     }
 
     #[test]
     fn request_carries_question_answer_and_schema() {
         let m = request_messages("How many?", "Two.", &json!({"type": "integer"}));
         let text = m[1]["content"].as_str().unwrap();
-        assert!(
-            text.contains("How many?")
-                && text.contains("Two.")
-                && text.contains("\"type\": \"integer\"")
-        );
+        assert!(text.contains("How many?") && text.contains("Two.") && text.contains("\"type\": \"integer\""));
     }
 }

@@ -39,12 +39,7 @@ impl Template {
 
     pub fn apply_words(&mut self, words: [Option<String>; 4]) {
         let [q, t1, o, t2] = words;
-        let slots = [
-            &mut self.question,
-            &mut self.thought1,
-            &mut self.observation,
-            &mut self.thought2,
-        ];
+        let slots = [&mut self.question, &mut self.thought1, &mut self.observation, &mut self.thought2];
         for (slot, word) in slots.into_iter().zip([q, t1, o, t2]) {
             if let Some(w) = word {
                 *slot = w;
@@ -56,16 +51,9 @@ impl Template {
     /// once at configuration time.
     pub fn render(&self, tools: &Catalog) -> String {
         let mut list = String::new();
-        let params_label = if self.chinese {
-            "参数 (JSON Schema)"
-        } else {
-            "Parameters (JSON Schema)"
-        };
+        let params_label = if self.chinese { "参数 (JSON Schema)" } else { "Parameters (JSON Schema)" };
         for t in tools.iter() {
-            list.push_str(&format!(
-                "{}: {}\n{params_label}: {}\n\n",
-                t.name, t.description, t.schema
-            ));
+            list.push_str(&format!("{}: {}\n{params_label}: {}\n\n", t.name, t.description, t.schema));
         }
         let names: Vec<String> = tools.iter().map(|t| format!("\"{}\"", t.name)).collect();
         let text = if self.chinese { CH } else { EN };
@@ -175,8 +163,7 @@ Action:
 const REMINDER_EN: &str = "Reply in the format given above: either Action: with a json blob {\"action\": <tool name>, \"action_input\": {<arguments as a JSON object>}}, or Action: with {\"action\": \"Final Answer\", \"action_input\": <your answer>}.";
 const REMINDER_CH: &str = "请按上面给出的格式回复：要么 Action: 加 json blob {\"action\": <工具名称>, \"action_input\": {<JSON 对象形式的参数>}}，要么 Action: 加 {\"action\": \"Final Answer\", \"action_input\": <你的回答>}。";
 const FINAL_EN: &str = "You have reached the maximum number of tool calls. Do not call any more tools: give your Final Answer now, from the observations you already have.";
-const FINAL_CH: &str =
-    "你已达到工具调用次数上限。不要再调用任何工具：现在根据已有的观察结果给出你的 Final Answer。";
+const FINAL_CH: &str = "你已达到工具调用次数上限。不要再调用任何工具：现在根据已有的观察结果给出你的 Final Answer。";
 
 /// One reading of a model's ReAct reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,39 +185,22 @@ const MAX_BLOB_TRIES: usize = 256;
 pub fn parse(text: &str) -> Step {
     let text = text.trim();
     if text.is_empty() {
-        return Step::Malformed {
-            why: "the reply is empty".into(),
-        };
+        return Step::Malformed { why: "the reply is empty".into() };
     }
     let fin = find_marker(text, FINAL_MARKER, 0);
     let act = find_marker(text, ACTION_MARKER, 0);
     let blob = find_blob(text, 0);
-    let first = [fin, act, blob.as_ref().map(|b| b.0)]
-        .into_iter()
-        .flatten()
-        .min();
+    let first = [fin, act, blob.as_ref().map(|b| b.0)].into_iter().flatten().min();
     match first {
-        None if ["Thought:", "Action", "\"action\""]
-            .iter()
-            .any(|m| find_marker(text, m, 0).is_some()) =>
-        {
-            Step::Malformed {
-                why: "the reply has neither an 'Action:' with a json blob nor a 'Final Answer:'"
-                    .into(),
-            }
+        None if ["Thought:", "Action", "\"action\""].iter().any(|m| find_marker(text, m, 0).is_some()) => {
+            Step::Malformed { why: "the reply has neither an 'Action:' with a json blob nor a 'Final Answer:'".into() }
         }
-        None => Step::Final {
-            answer: text.to_string(),
-        },
-        Some(p) if Some(p) == fin => Step::Final {
-            answer: clean_answer(&text[p + FINAL_MARKER.len()..]),
-        },
+        None => Step::Final { answer: text.to_string() },
+        Some(p) if Some(p) == fin => Step::Final { answer: clean_answer(&text[p + FINAL_MARKER.len()..]) },
         Some(p) if Some(p) == act => after_action(text, p + ACTION_MARKER.len()),
         Some(_) => match blob {
             Some((_, obj)) => from_blob(&obj),
-            None => Step::Malformed {
-                why: "no action found".into(),
-            },
+            None => Step::Malformed { why: "no action found".into() },
         },
     }
 }
@@ -241,9 +211,7 @@ fn after_action(text: &str, from: usize) -> Step {
     let line = rest.lines().next().unwrap_or("").trim();
     let blob_style = line.is_empty() || line.starts_with('{') || line.starts_with("```");
     if !blob_style {
-        let name = line
-            .trim_matches(|c| c == '`' || c == '"' || c == '\'' || c == '*')
-            .trim();
+        let name = line.trim_matches(|c| c == '`' || c == '"' || c == '\'' || c == '*').trim();
         let input = match find_marker(rest, INPUT_MARKER, 0) {
             Some(i) => match parse_input(&rest[i + INPUT_MARKER.len()..]) {
                 Ok(v) => v,
@@ -252,67 +220,42 @@ fn after_action(text: &str, from: usize) -> Step {
             None => Value::Null,
         };
         return if name.eq_ignore_ascii_case("Final Answer") {
-            Step::Final {
-                answer: value_text(&input),
-            }
+            Step::Final { answer: value_text(&input) }
         } else {
-            Step::Action {
-                name: name.to_string(),
-                input,
-            }
+            Step::Action { name: name.to_string(), input }
         };
     }
     match find_blob(text, from) {
         Some((_, obj)) => from_blob(&obj),
-        None => Step::Malformed {
-            why: format!(
-                "the json blob after 'Action:' is not valid JSON: {}",
-                json_error(rest)
-            ),
-        },
+        None => {
+            Step::Malformed { why: format!("the json blob after 'Action:' is not valid JSON: {}", json_error(rest)) }
+        }
     }
 }
 
 fn from_blob(obj: &serde_json::Map<String, Value>) -> Step {
-    let name = obj
-        .get("action")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .trim()
-        .to_string();
+    let name = obj.get("action").and_then(Value::as_str).unwrap_or("").trim().to_string();
     let input = obj
         .get("action_input")
-        .or_else(|| {
-            obj.iter()
-                .find(|(k, _)| k.contains("input"))
-                .map(|(_, v)| v)
-        })
+        .or_else(|| obj.iter().find(|(k, _)| k.contains("input")).map(|(_, v)| v))
         .cloned()
         .unwrap_or(Value::Null);
     if name.eq_ignore_ascii_case("Final Answer") || name.eq_ignore_ascii_case("final_answer") {
-        return Step::Final {
-            answer: value_text(&input),
-        };
+        return Step::Final { answer: value_text(&input) };
     }
     if name.is_empty() {
-        return Step::Malformed {
-            why: "the json blob's \"action\" is empty".into(),
-        };
+        return Step::Malformed { why: "the json blob's \"action\" is empty".into() };
     }
     // Some models put the arguments object in a string.
     let input = match input {
-        Value::String(s) if s.trim_start().starts_with('{') => {
-            match serde_json::from_str::<Value>(s.trim()) {
-                Ok(v) => v,
-                Err(e) => {
-                    return Step::Malformed {
-                        why: format!(
-                            "\"action_input\" is a string that is not a valid JSON object: {e}"
-                        ),
-                    }
+        Value::String(s) if s.trim_start().starts_with('{') => match serde_json::from_str::<Value>(s.trim()) {
+            Ok(v) => v,
+            Err(e) => {
+                return Step::Malformed {
+                    why: format!("\"action_input\" is a string that is not a valid JSON object: {e}"),
                 }
             }
-        }
+        },
         other => other,
     };
     Step::Action { name, input }

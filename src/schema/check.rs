@@ -34,9 +34,7 @@ impl<'s> Checker<'s> {
     fn check(&self, s: &Value, v: &Value, at: &str, depth: usize, out: &mut Errors) {
         let m = match s {
             Value::Bool(true) => return,
-            Value::Bool(false) => {
-                return push(out, at, "no value is allowed here (false schema)".into())
-            }
+            Value::Bool(false) => return push(out, at, "no value is allowed here (false schema)".into()),
             Value::Object(m) => m,
             _ => return,
         };
@@ -71,11 +69,7 @@ impl<'s> Checker<'s> {
                 _ => Vec::new(),
             };
             if !allowed.iter().any(|t| is_type(t, v)) {
-                push(
-                    out,
-                    at,
-                    format!("expected {}, found {}", allowed.join(" or "), type_name(v)),
-                );
+                push(out, at, format!("expected {}, found {}", allowed.join(" or "), type_name(v)));
             }
         }
         if let Some(Value::Array(options)) = m.get("enum") {
@@ -86,11 +80,7 @@ impl<'s> Checker<'s> {
         }
         if let Some(c) = m.get("const") {
             if !equal(c, v) {
-                push(
-                    out,
-                    at,
-                    format!("must be {}", crate::doc::truncate(&c.to_string(), 100)),
-                );
+                push(out, at, format!("must be {}", crate::doc::truncate(&c.to_string(), 100)));
             }
         }
     }
@@ -99,64 +89,32 @@ impl<'s> Checker<'s> {
         let len = text.chars().count() as u64;
         if let Some(min) = m.get("minLength").and_then(whole) {
             if len < min {
-                push(
-                    out,
-                    at,
-                    format!("must be at least {min} characters long, is {len}"),
-                );
+                push(out, at, format!("must be at least {min} characters long, is {len}"));
             }
         }
         if let Some(max) = m.get("maxLength").and_then(whole) {
             if len > max {
-                push(
-                    out,
-                    at,
-                    format!("must be at most {max} characters long, is {len}"),
-                );
+                push(out, at, format!("must be at most {max} characters long, is {len}"));
             }
         }
         if let Some(p) = m.get("pattern").and_then(Value::as_str) {
-            if self
-                .schema
-                .regexes
-                .get(p)
-                .is_some_and(|re| !re.is_match(text))
-            {
+            if self.schema.regexes.get(p).is_some_and(|re| !re.is_match(text)) {
                 push(out, at, format!("must match the pattern {p}"));
             }
         }
     }
 
-    fn array(
-        &self,
-        m: &Map<String, Value>,
-        items: &[Value],
-        at: &str,
-        depth: usize,
-        out: &mut Errors,
-    ) {
+    fn array(&self, m: &Map<String, Value>, items: &[Value], at: &str, depth: usize, out: &mut Errors) {
         let n = items.len() as u64;
         if m.get("minItems").and_then(whole).is_some_and(|min| n < min) {
-            push(
-                out,
-                at,
-                format!("must have at least {} items, has {n}", m["minItems"]),
-            );
+            push(out, at, format!("must have at least {} items, has {n}", m["minItems"]));
         }
         if m.get("maxItems").and_then(whole).is_some_and(|max| n > max) {
-            push(
-                out,
-                at,
-                format!("must have at most {} items, has {n}", m["maxItems"]),
-            );
+            push(out, at, format!("must have at most {} items, has {n}", m["maxItems"]));
         }
         if m.get("uniqueItems") == Some(&Value::Bool(true)) {
             if let Some((i, j)) = duplicate(items) {
-                push(
-                    out,
-                    at,
-                    format!("items {i} and {j} are equal; items must be unique"),
-                );
+                push(out, at, format!("items {i} and {j} are equal; items must be unique"));
             }
         }
         let child = |i: usize| format!("{at}/{i}");
@@ -175,77 +133,31 @@ impl<'s> Checker<'s> {
             }
         }
         if let Some(c) = m.get("contains") {
-            let found = items
-                .iter()
-                .enumerate()
-                .filter(|(i, v)| self.valid(c, v, &child(*i), depth + 1))
-                .count() as u64;
+            let found =
+                items.iter().enumerate().filter(|(i, v)| self.valid(c, v, &child(*i), depth + 1)).count() as u64;
             let draft2020 = self.schema.draft == Draft::Draft2020;
-            let min = if draft2020 {
-                m.get("minContains").and_then(whole).unwrap_or(1)
-            } else {
-                1
-            };
+            let min = if draft2020 { m.get("minContains").and_then(whole).unwrap_or(1) } else { 1 };
             if found < min {
-                push(
-                    out,
-                    at,
-                    format!("must contain at least {min} matching item(s), has {found}"),
-                );
+                push(out, at, format!("must contain at least {min} matching item(s), has {found}"));
             }
             if let Some(max) = m.get("maxContains").and_then(whole).filter(|_| draft2020) {
                 if found > max {
-                    push(
-                        out,
-                        at,
-                        format!("must contain at most {max} matching item(s), has {found}"),
-                    );
+                    push(out, at, format!("must contain at most {max} matching item(s), has {found}"));
                 }
             }
         }
     }
 
-    fn object(
-        &self,
-        m: &Map<String, Value>,
-        props: &Map<String, Value>,
-        at: &str,
-        depth: usize,
-        out: &mut Errors,
-    ) {
+    fn object(&self, m: &Map<String, Value>, props: &Map<String, Value>, at: &str, depth: usize, out: &mut Errors) {
         let n = props.len() as u64;
-        if m.get("minProperties")
-            .and_then(whole)
-            .is_some_and(|min| n < min)
-        {
-            push(
-                out,
-                at,
-                format!(
-                    "must have at least {} properties, has {n}",
-                    m["minProperties"]
-                ),
-            );
+        if m.get("minProperties").and_then(whole).is_some_and(|min| n < min) {
+            push(out, at, format!("must have at least {} properties, has {n}", m["minProperties"]));
         }
-        if m.get("maxProperties")
-            .and_then(whole)
-            .is_some_and(|max| n > max)
-        {
-            push(
-                out,
-                at,
-                format!(
-                    "must have at most {} properties, has {n}",
-                    m["maxProperties"]
-                ),
-            );
+        if m.get("maxProperties").and_then(whole).is_some_and(|max| n > max) {
+            push(out, at, format!("must have at most {} properties, has {n}", m["maxProperties"]));
         }
         if let Some(Value::Array(required)) = m.get("required") {
-            for name in required
-                .iter()
-                .filter_map(Value::as_str)
-                .filter(|r| !props.contains_key(*r))
-            {
+            for name in required.iter().filter_map(Value::as_str).filter(|r| !props.contains_key(*r)) {
                 push(out, at, format!("missing required property '{name}'"));
             }
         }
@@ -265,19 +177,13 @@ impl<'s> Checker<'s> {
                 }
             }
             match m.get("additionalProperties") {
-                Some(Value::Bool(false)) if !matched => {
-                    push(out, at, format!("property '{k}' is not allowed"))
-                }
+                Some(Value::Bool(false)) if !matched => push(out, at, format!("property '{k}' is not allowed")),
                 Some(s) if !matched => self.check(s, v, &here, depth + 1, out),
                 _ => {}
             }
             if let Some(names) = m.get("propertyNames") {
                 if !self.valid(names, &Value::String(k.clone()), &here, depth + 1) {
-                    push(
-                        out,
-                        at,
-                        format!("property name '{k}' is not valid against propertyNames"),
-                    );
+                    push(out, at, format!("property name '{k}' is not valid against propertyNames"));
                 }
             }
         }
@@ -294,26 +200,14 @@ impl<'s> Checker<'s> {
         out: &mut Errors,
     ) {
         let kws = ["dependentRequired", "dependentSchemas", "dependencies"];
-        for (k, dep) in kws
-            .iter()
-            .filter_map(|kw| m.get(*kw).and_then(Value::as_object))
-            .flatten()
-        {
+        for (k, dep) in kws.iter().filter_map(|kw| m.get(*kw).and_then(Value::as_object)).flatten() {
             if !props.contains_key(k) {
                 continue;
             }
             match dep {
                 Value::Array(names) => {
-                    for n in names
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .filter(|n| !props.contains_key(*n))
-                    {
-                        push(
-                            out,
-                            at,
-                            format!("property '{n}' is required when '{k}' is present"),
-                        );
+                    for n in names.iter().filter_map(Value::as_str).filter(|n| !props.contains_key(*n)) {
+                        push(out, at, format!("property '{n}' is required when '{k}' is present"));
                     }
                 }
                 s => self.check(s, &Value::Object(props.clone()), at, depth + 1, out),
@@ -321,44 +215,18 @@ impl<'s> Checker<'s> {
         }
     }
 
-    fn combinators(
-        &self,
-        m: &Map<String, Value>,
-        v: &Value,
-        at: &str,
-        depth: usize,
-        out: &mut Errors,
-    ) {
-        let list = |kw: &str| {
-            m.get(kw)
-                .and_then(Value::as_array)
-                .map_or(&[][..], Vec::as_slice)
-        };
+    fn combinators(&self, m: &Map<String, Value>, v: &Value, at: &str, depth: usize, out: &mut Errors) {
+        let list = |kw: &str| m.get(kw).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
         for s in list("allOf") {
             self.check(s, v, at, depth + 1, out);
         }
-        if m.contains_key("anyOf")
-            && !list("anyOf")
-                .iter()
-                .any(|s| self.valid(s, v, at, depth + 1))
-        {
-            push(
-                out,
-                at,
-                "does not match any of the alternatives (anyOf)".into(),
-            );
+        if m.contains_key("anyOf") && !list("anyOf").iter().any(|s| self.valid(s, v, at, depth + 1)) {
+            push(out, at, "does not match any of the alternatives (anyOf)".into());
         }
         if m.contains_key("oneOf") {
-            let n = list("oneOf")
-                .iter()
-                .filter(|s| self.valid(s, v, at, depth + 1))
-                .count();
+            let n = list("oneOf").iter().filter(|s| self.valid(s, v, at, depth + 1)).count();
             if n != 1 {
-                push(
-                    out,
-                    at,
-                    format!("matches {n} of the oneOf alternatives; exactly one must match"),
-                );
+                push(out, at, format!("matches {n} of the oneOf alternatives; exactly one must match"));
             }
         }
         if let Some(s) = m.get("not") {
@@ -367,11 +235,7 @@ impl<'s> Checker<'s> {
             }
         }
         if let Some(cond) = m.get("if") {
-            let branch = if self.valid(cond, v, at, depth + 1) {
-                m.get("then")
-            } else {
-                m.get("else")
-            };
+            let branch = if self.valid(cond, v, at, depth + 1) { m.get("then") } else { m.get("else") };
             if let Some(s) = branch {
                 self.check(s, v, at, depth + 1, out);
             }
@@ -395,18 +259,10 @@ fn numeric(m: &Map<String, Value>, v: &Value, at: &str, out: &mut Errors) {
         }
     }
     if bound("exclusiveMinimum").is_some_and(|min| x <= min) {
-        push(
-            out,
-            at,
-            format!("must be > {}, is {x}", m["exclusiveMinimum"]),
-        );
+        push(out, at, format!("must be > {}, is {x}", m["exclusiveMinimum"]));
     }
     if bound("exclusiveMaximum").is_some_and(|max| x >= max) {
-        push(
-            out,
-            at,
-            format!("must be < {}, is {x}", m["exclusiveMaximum"]),
-        );
+        push(out, at, format!("must be < {}, is {x}", m["exclusiveMaximum"]));
     }
     if let Some(d) = bound("multipleOf") {
         if !multiple_of(v, x, d) {
@@ -438,26 +294,18 @@ fn is_type(t: &str, v: &Value) -> bool {
 }
 
 fn whole(v: &Value) -> Option<u64> {
-    v.as_u64().or_else(|| {
-        v.as_f64()
-            .filter(|f| *f >= 0.0 && f.fract() == 0.0)
-            .map(|f| f as u64)
-    })
+    v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64))
 }
 
 /// JSON equality, with `1` equal to `1.0`.
 fn equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
-                (Some(p), Some(q), _, _) => p == q,
-                (_, _, Some(p), Some(q)) => p == q,
-                _ => x.as_f64() == y.as_f64(),
-            }
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| equal(p, q))
-        }
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+            (Some(p), Some(q), _, _) => p == q,
+            (_, _, Some(p), Some(q)) => p == q,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| equal(p, q)),
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, p)| y.get(k).is_some_and(|q| equal(p, q)))
         }
@@ -477,8 +325,5 @@ fn duplicate(items: &[Value]) -> Option<(usize, usize)> {
 }
 
 fn push(out: &mut Errors, at: &str, message: String) {
-    out.push(SchemaError {
-        instance: at.to_string(),
-        message,
-    });
+    out.push(SchemaError { instance: at.to_string(), message });
 }

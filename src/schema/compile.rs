@@ -7,9 +7,7 @@ use regex_lite::Regex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
-const TYPES: [&str; 7] = [
-    "null", "boolean", "object", "array", "number", "string", "integer",
-];
+const TYPES: [&str; 7] = ["null", "boolean", "object", "array", "number", "string", "integer"];
 const UNSUPPORTED: [(&str, &str); 4] = [
     ("$dynamicRef", "dynamic references"),
     ("$recursiveRef", "recursive references"),
@@ -17,70 +15,27 @@ const UNSUPPORTED: [(&str, &str); 4] = [
     ("unevaluatedItems", "unevaluatedItems"),
 ];
 /// Keywords whose value is one subschema.
-const ONE: [&str; 9] = [
-    "additionalProperties",
-    "propertyNames",
-    "additionalItems",
-    "contains",
-    "not",
-    "if",
-    "then",
-    "else",
-    "items",
-];
+const ONE: [&str; 9] =
+    ["additionalProperties", "propertyNames", "additionalItems", "contains", "not", "if", "then", "else", "items"];
 /// Keywords whose value is a list of subschemas.
 const LIST: [&str; 5] = ["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 /// Keywords whose value is a map of subschemas.
-const MAP: [&str; 5] = [
-    "properties",
-    "patternProperties",
-    "dependentSchemas",
-    "$defs",
-    "definitions",
-];
-const NON_NEGATIVE: [&str; 8] = [
-    "minLength",
-    "maxLength",
-    "minItems",
-    "maxItems",
-    "minProperties",
-    "maxProperties",
-    "minContains",
-    "maxContains",
-];
+const MAP: [&str; 5] = ["properties", "patternProperties", "dependentSchemas", "$defs", "definitions"];
+const NON_NEGATIVE: [&str; 8] =
+    ["minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains", "maxContains"];
 const NUMBERS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
 
 pub fn compile(root: &Value) -> Result<Schema, String> {
     let draft = match root.get("$schema").and_then(Value::as_str) {
-        Some(s) if s.contains("draft-07") || s.contains("draft-06") || s.contains("draft-04") => {
-            Draft::Draft7
-        }
+        Some(s) if s.contains("draft-07") || s.contains("draft-06") || s.contains("draft-04") => Draft::Draft7,
         Some(s) if s.contains("2020-12") || s.contains("2019-09") => Draft::Draft2020,
-        Some(other) => {
-            return Err(format!(
-                "$schema: unknown dialect '{other}' (draft-07 and 2020-12 are supported)"
-            ))
-        }
+        Some(other) => return Err(format!("$schema: unknown dialect '{other}' (draft-07 and 2020-12 are supported)")),
         None => Draft::Draft2020,
     };
-    let root_id = root
-        .get("$id")
-        .and_then(Value::as_str)
-        .map(|s| s.trim_end_matches('#').to_string());
-    let mut c = Compiler {
-        draft,
-        regexes: HashMap::new(),
-        anchors: HashMap::new(),
-        refs: Vec::new(),
-    };
+    let root_id = root.get("$id").and_then(Value::as_str).map(|s| s.trim_end_matches('#').to_string());
+    let mut c = Compiler { draft, regexes: HashMap::new(), anchors: HashMap::new(), refs: Vec::new() };
     c.walk(root, "", true)?;
-    let schema = Schema {
-        root: root.clone(),
-        draft,
-        regexes: c.regexes,
-        anchors: c.anchors,
-        root_id,
-    };
+    let schema = Schema { root: root.clone(), draft, regexes: c.regexes, anchors: c.anchors, root_id };
     for (at, r) in &c.refs {
         let target = resolve(&schema, r).map_err(|e| format!("{}: {e}", shown(at)))?;
         ref_cycle(&schema, target, 0).map_err(|e| format!("{}: {e}", shown(at)))?;
@@ -135,11 +90,7 @@ impl Compiler {
                     self.anchors.insert(anchor.to_string(), at.to_string());
                 }
                 _ if is_root => {}
-                _ => {
-                    return Err(format!(
-                        "{at}: $id below the root (a new base URI) is not supported"
-                    ))
-                }
+                _ => return Err(format!("{at}: $id below the root (a new base URI) is not supported")),
             }
         }
         if let Some(anchor) = m.get("$anchor").and_then(Value::as_str) {
@@ -151,10 +102,7 @@ impl Compiler {
                 self.refs.push((at.to_string(), r.clone()));
                 Ok(())
             }
-            Some(other) => Err(format!(
-                "{at}/$ref: must be a string, found {}",
-                type_name(other)
-            )),
+            Some(other) => Err(format!("{at}/$ref: must be a string, found {}", type_name(other))),
         }
     }
 
@@ -163,19 +111,11 @@ impl Compiler {
         if let Some(t) = m.get("type") {
             let ok = match t {
                 Value::String(s) => TYPES.contains(&s.as_str()),
-                Value::Array(a) => a
-                    .iter()
-                    .all(|x| x.as_str().is_some_and(|s| TYPES.contains(&s))),
+                Value::Array(a) => a.iter().all(|x| x.as_str().is_some_and(|s| TYPES.contains(&s))),
                 _ => false,
             };
             if !ok {
-                return bad(
-                    "type",
-                    &format!(
-                        "must be one of {} or a list of them, found {t}",
-                        TYPES.join(", ")
-                    ),
-                );
+                return bad("type", &format!("must be one of {} or a list of them, found {t}", TYPES.join(", ")));
             }
         }
         for kw in NON_NEGATIVE {
@@ -184,29 +124,21 @@ impl Compiler {
             }
         }
         for kw in NUMBERS {
-            if m.get(kw)
-                .is_some_and(|v| !(v.is_number() || self.draft == Draft::Draft7 && v.is_boolean()))
-            {
+            if m.get(kw).is_some_and(|v| !(v.is_number() || self.draft == Draft::Draft7 && v.is_boolean())) {
                 return bad(kw, "must be a number");
             }
         }
-        if m.get("multipleOf")
-            .is_some_and(|v| v.as_f64().is_none_or(|f| f <= 0.0))
-        {
+        if m.get("multipleOf").is_some_and(|v| v.as_f64().is_none_or(|f| f <= 0.0)) {
             return bad("multipleOf", "must be a number greater than 0");
         }
-        if m.get("required")
-            .is_some_and(|v| !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)))
-        {
+        if m.get("required").is_some_and(|v| !v.as_array().is_some_and(|a| a.iter().all(Value::is_string))) {
             return bad("required", "must be a list of property names");
         }
         if m.get("enum").is_some_and(|v| !v.is_array()) {
             return bad("enum", "must be a list");
         }
         if let Some(p) = m.get("pattern") {
-            let p = p
-                .as_str()
-                .ok_or_else(|| format!("{at}/pattern: must be a string"))?;
+            let p = p.as_str().ok_or_else(|| format!("{at}/pattern: must be a string"))?;
             self.regex(p, &format!("{at}/pattern"))?;
         }
         if let Some(Value::Object(pp)) = m.get("patternProperties") {
@@ -219,9 +151,8 @@ impl Compiler {
 
     fn regex(&mut self, pattern: &str, at: &str) -> Result<(), String> {
         if !self.regexes.contains_key(pattern) {
-            let re = Regex::new(pattern).map_err(|e| {
-                format!("{at}: '{pattern}' is not a supported regular expression: {e}")
-            })?;
+            let re = Regex::new(pattern)
+                .map_err(|e| format!("{at}: '{pattern}' is not a supported regular expression: {e}"))?;
             self.regexes.insert(pattern.to_string(), re);
         }
         Ok(())
@@ -250,11 +181,7 @@ impl Compiler {
                 _ if LIST.contains(&kw.as_str()) || MAP.contains(&kw.as_str()) => {
                     return Err(format!(
                         "{here}: must be a {}",
-                        if LIST.contains(&kw.as_str()) {
-                            "list of schemas"
-                        } else {
-                            "map of schemas"
-                        }
+                        if LIST.contains(&kw.as_str()) { "list of schemas" } else { "map of schemas" }
                     ));
                 }
                 _ => {}
@@ -279,27 +206,15 @@ pub fn resolve<'s>(schema: &'s Schema, reference: &str) -> Result<&'s Value, Str
         Some(id) if !id.is_empty() && reference.starts_with(id.as_str()) => &reference[id.len()..],
         _ => reference,
     };
-    let Some(fragment) = local
-        .strip_prefix('#')
-        .or(if local.is_empty() { Some("") } else { None })
-    else {
-        return Err(format!(
-            "the reference '{reference}' leaves the document; remote references are not supported"
-        ));
+    let Some(fragment) = local.strip_prefix('#').or(if local.is_empty() { Some("") } else { None }) else {
+        return Err(format!("the reference '{reference}' leaves the document; remote references are not supported"));
     };
     let pointer = if fragment.is_empty() || fragment.starts_with('/') {
         crate::doc::percent_decode(fragment)
     } else {
-        schema
-            .anchors
-            .get(fragment)
-            .cloned()
-            .ok_or_else(|| format!("the anchor '#{fragment}' is not defined"))?
+        schema.anchors.get(fragment).cloned().ok_or_else(|| format!("the anchor '#{fragment}' is not defined"))?
     };
-    schema
-        .root
-        .pointer(&pointer)
-        .ok_or_else(|| format!("the reference '{reference}' points at nothing"))
+    schema.root.pointer(&pointer).ok_or_else(|| format!("the reference '{reference}' points at nothing"))
 }
 
 /// A `$ref` that leads back to itself through `$ref`s alone would recurse forever on any instance.

@@ -42,11 +42,7 @@ pub struct SchemaError {
 
 impl fmt::Display for SchemaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let at = if self.instance.is_empty() {
-            "/"
-        } else {
-            &self.instance
-        };
+        let at = if self.instance.is_empty() { "/" } else { &self.instance };
         write!(f, "at {at}: {}", self.message)
     }
 }
@@ -77,11 +73,7 @@ impl Schema {
 
 /// The errors as lines, at most `max` of them, for a message to a model or a client.
 pub fn describe(errors: &[SchemaError], max: usize) -> String {
-    let mut lines: Vec<String> = errors
-        .iter()
-        .take(max)
-        .map(SchemaError::to_string)
-        .collect();
+    let mut lines: Vec<String> = errors.iter().take(max).map(SchemaError::to_string).collect();
     if errors.len() > max {
         lines.push(format!("… and {} more", errors.len() - max));
     }

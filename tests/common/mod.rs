@@ -68,17 +68,11 @@ impl Outcome {
     }
 
     pub fn answer(&self) -> String {
-        self.json()["choices"][0]["message"]["content"]
-            .as_str()
-            .expect("content")
-            .to_string()
+        self.json()["choices"][0]["message"]["content"].as_str().expect("content").to_string()
     }
 
     pub fn finish_reason(&self) -> String {
-        self.json()["choices"][0]["finish_reason"]
-            .as_str()
-            .unwrap_or("")
-            .to_string()
+        self.json()["choices"][0]["finish_reason"].as_str().unwrap_or("").to_string()
     }
 
     pub fn body_text(&self) -> String {
@@ -87,23 +81,15 @@ impl Outcome {
 
     /// The text of the last message of LLM request `n` (1-based).
     pub fn last_message(&self, n: usize) -> String {
-        let msgs = self.llm_requests[n - 1]["messages"]
-            .as_array()
-            .expect("messages");
-        msgs.last()
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or("")
-            .to_string()
+        let msgs = self.llm_requests[n - 1]["messages"].as_array().expect("messages");
+        msgs.last().and_then(|m| m["content"].as_str()).unwrap_or("").to_string()
     }
 
     /// One line per tool request: `METHOD :authority path`, with headers and body; for golden files.
     pub fn tool_transcript(&self) -> String {
         let mut out = String::new();
         for c in &self.tool_calls {
-            out.push_str(&format!(
-                "{} {} {}{}\n",
-                c.method, c.cluster, c.authority, c.path
-            ));
+            out.push_str(&format!("{} {} {}{}\n", c.method, c.cluster, c.authority, c.path));
             for (k, v) in &c.headers {
                 out.push_str(&format!("  {k}: {v}\n"));
             }
@@ -118,13 +104,7 @@ impl Outcome {
 impl Harness {
     pub fn new(config: &str) -> Self {
         let cfg = Config::from_slice(config.as_bytes()).unwrap_or_else(|e| panic!("config: {e}"));
-        Harness {
-            cfg: Rc::new(cfg),
-            turns: VecDeque::new(),
-            tools: Vec::new(),
-            step_ms: 10,
-            reverse_tools: false,
-        }
+        Harness { cfg: Rc::new(cfg), turns: VecDeque::new(), tools: Vec::new(), step_ms: 10, reverse_tools: false }
     }
 
     pub fn llm(mut self, turns: impl IntoIterator<Item = Turn>) -> Self {
@@ -151,19 +131,11 @@ impl Harness {
     /// Runs one request to its reply. Each round answers everything the agent asked for in the
     /// previous one, so the tool calls of a turn are all in flight together.
     pub fn run_body(&mut self, body: &[u8]) -> Outcome {
-        let meta = RequestMeta {
-            id: "test1".into(),
-            now_ms: START_MS,
-            unix_s: 1_700_000_000,
-        };
+        let meta = RequestMeta { id: "test1".into(), now_ms: START_MS, unix_s: 1_700_000_000 };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         let mut now = START_MS;
         let mut out = Outcome {
-            reply: Reply {
-                status: 0,
-                content_type: "",
-                body: Vec::new(),
-            },
+            reply: Reply { status: 0, content_type: "", body: Vec::new() },
             llm_requests: Vec::new(),
             llm_calls: Vec::new(),
             tool_calls: Vec::new(),
@@ -175,7 +147,10 @@ impl Harness {
                 panic!("the agent stopped without a reply; transcript: {out:#?}");
             }
             now += self.step_ms;
-            let tools = round.iter().filter(|c| matches!(c, Command::Dispatch(call) if call.cluster != self.cfg.llm.upstream.cluster)).count();
+            let tools = round
+                .iter()
+                .filter(|c| matches!(c, Command::Dispatch(call) if call.cluster != self.cfg.llm.upstream.cluster))
+                .count();
             out.max_parallel = out.max_parallel.max(tools);
             if self.reverse_tools {
                 round.reverse();
@@ -195,76 +170,43 @@ impl Harness {
         panic!("no reply after {MAX_STEPS} rounds; transcript: {out:#?}");
     }
 
-    fn answer(
-        &mut self,
-        agent: &mut Agent,
-        cmd: Command,
-        now: u64,
-        out: &mut Outcome,
-    ) -> Vec<Command> {
+    fn answer(&mut self, agent: &mut Agent, cmd: Command, now: u64, out: &mut Outcome) -> Vec<Command> {
         match cmd {
             Command::Reply(_) => unreachable!("handled by run_body"),
             Command::Forward { body } => {
-                out.llm_requests
-                    .push(serde_json::from_slice(&body).expect("forwarded body is JSON"));
+                out.llm_requests.push(serde_json::from_slice(&body).expect("forwarded body is JSON"));
                 match self.next_turn() {
-                    Turn::Fail(f) => panic!(
-                        "the first turn comes from the route and cannot fail as a callout: {f}"
-                    ),
+                    Turn::Fail(f) => panic!("the first turn comes from the route and cannot fail as a callout: {f}"),
                     turn => {
                         let (status, b) = http_of(turn);
-                        agent.handle(
-                            Event::UpstreamReply {
-                                status,
-                                body: b.as_bytes(),
-                                headers_sent: true,
-                            },
-                            now,
-                        )
+                        agent.handle(Event::UpstreamReply { status, body: b.as_bytes(), headers_sent: true }, now)
                     }
                 }
             }
             Command::Dispatch(call) if call.cluster == self.cfg.llm.upstream.cluster => {
-                out.llm_requests.push(
-                    serde_json::from_slice(call.body.as_deref().unwrap_or(b"null"))
-                        .expect("LLM body is JSON"),
-                );
+                out.llm_requests
+                    .push(serde_json::from_slice(call.body.as_deref().unwrap_or(b"null")).expect("LLM body is JSON"));
                 let id = call.id;
                 out.llm_calls.push(call);
                 match self.next_turn() {
                     Turn::Fail(f) => agent.handle(Event::CallFailed { id, failure: &f }, now),
                     turn => {
                         let (status, b) = http_of(turn);
-                        agent.handle(
-                            Event::CallReply {
-                                id,
-                                status,
-                                body: b.as_bytes(),
-                            },
-                            now,
-                        )
+                        agent.handle(Event::CallReply { id, status, body: b.as_bytes() }, now)
                     }
                 }
             }
             Command::Dispatch(call) => {
                 let reply = match self.tools.iter().find(|(c, _)| *c == call.cluster) {
                     Some((_, f)) => f(&call),
-                    None => ToolReply::Fail(Failure::NotSent(format!(
-                        "unknown cluster {}",
-                        call.cluster
-                    ))),
+                    None => ToolReply::Fail(Failure::NotSent(format!("unknown cluster {}", call.cluster))),
                 };
                 let id = call.id;
                 out.tool_calls.push(call);
                 match reply {
-                    ToolReply::Http(status, b) => agent.handle(
-                        Event::CallReply {
-                            id,
-                            status,
-                            body: b.as_bytes(),
-                        },
-                        now,
-                    ),
+                    ToolReply::Http(status, b) => {
+                        agent.handle(Event::CallReply { id, status, body: b.as_bytes() }, now)
+                    }
                     ToolReply::Fail(f) => agent.handle(Event::CallFailed { id, failure: &f }, now),
                 }
             }
@@ -272,12 +214,9 @@ impl Harness {
     }
 
     fn next_turn(&mut self) -> Turn {
-        self.turns.pop_front().unwrap_or_else(|| {
-            Turn::Raw(
-                400,
-                r#"{"error":{"message":"the script has no more turns"}}"#.into(),
-            )
-        })
+        self.turns
+            .pop_front()
+            .unwrap_or_else(|| Turn::Raw(400, r#"{"error":{"message":"the script has no more turns"}}"#.into()))
     }
 }
 
@@ -292,11 +231,7 @@ fn http_of(turn: Turn) -> (u16, String) {
 
 /// A chat.completion holding `message`, with a fixed usage of 10 + 5 tokens.
 pub fn completion(message: Value) -> String {
-    let finish = if message.get("tool_calls").is_some() {
-        "tool_calls"
-    } else {
-        "stop"
-    };
+    let finish = if message.get("tool_calls").is_some() { "tool_calls" } else { "stop" };
     json!({
         "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "mock-llm",
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
@@ -323,8 +258,7 @@ pub fn config(apis: &[(&str, &str, Value)], extra: Value) -> String {
     let apis: Vec<Value> = apis
         .iter()
         .map(|(service, spec, provider)| {
-            let mut p =
-                json!({"serviceName": service, "servicePort": 8080, "maxExecutionTime": 3000});
+            let mut p = json!({"serviceName": service, "servicePort": 8080, "maxExecutionTime": 3000});
             if let (Value::Object(p), Value::Object(extra)) = (&mut p, provider) {
                 p.extend(extra.clone());
             }
@@ -352,67 +286,44 @@ fn merge(into: &mut Value, extra: Value) {
 }
 
 pub fn spec_text(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("openapi-examples")
-        .join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi-examples").join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file instead.
 pub fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, actual).expect("write golden");
         return;
     }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
-            path.display()
-        )
-    });
-    assert_eq!(
-        actual,
-        expected,
-        "golden file {} differs (UPDATE_GOLDEN=1 rewrites it)",
-        path.display()
-    );
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()));
+    assert_eq!(actual, expected, "golden file {} differs (UPDATE_GOLDEN=1 rewrites it)", path.display());
 }
 
 /// A ReAct tool call in the classic syntax.
 pub fn classic_call(thought: &str, name: &str, args: Value) -> Turn {
-    text(&format!(
-        "Thought: {thought}\nAction: {name}\nAction Input: {args}"
-    ))
+    text(&format!("Thought: {thought}\nAction: {name}\nAction Input: {args}"))
 }
 
 /// A ReAct tool call as a fenced JSON blob.
 pub fn blob_call(thought: &str, name: &str, args: Value) -> Turn {
     let blob = json!({"action": name, "action_input": args});
-    text(&format!(
-        "Thought: {thought}\nAction:\n```json\n{blob}\n```"
-    ))
+    text(&format!("Thought: {thought}\nAction:\n```json\n{blob}\n```"))
 }
 
 pub fn classic_final(answer: &str) -> Turn {
-    text(&format!(
-        "Thought: I now know the final answer.\nFinal Answer: {answer}"
-    ))
+    text(&format!("Thought: I now know the final answer.\nFinal Answer: {answer}"))
 }
 
 pub fn blob_final(answer: &str) -> Turn {
     let blob = json!({"action": "Final Answer", "action_input": answer});
-    text(&format!(
-        "Thought: I now know the final answer.\nAction:\n```json\n{blob}\n```"
-    ))
+    text(&format!("Thought: I now know the final answer.\nAction:\n```json\n{blob}\n```"))
 }
 
 /// Both ReAct syntaxes, for tests that must hold in each.
 pub type CallFn = fn(&str, &str, Value) -> Turn;
 pub type FinalFn = fn(&str) -> Turn;
-pub const SYNTAXES: [(&str, CallFn, FinalFn); 2] = [
-    ("classic", classic_call, classic_final),
-    ("json-blob", blob_call, blob_final),
-];
+pub const SYNTAXES: [(&str, CallFn, FinalFn); 2] =
+    [("classic", classic_call, classic_final), ("json-blob", blob_call, blob_final)];

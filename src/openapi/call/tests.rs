@@ -42,12 +42,7 @@ paths:
 
 fn api(key: Option<ApiKey>) -> Api {
     Api {
-        upstream: Upstream {
-            cluster: "c".into(),
-            authority: None,
-            service: None,
-            timeout_ms: 1000,
-        },
+        upstream: Upstream { cluster: "c".into(), authority: None, service: None, timeout_ms: 1000 },
         api_key: key,
         headers: vec![("authorization".into(), "Bearer t".into())],
     }
@@ -56,14 +51,7 @@ fn api(key: Option<ApiKey>) -> Api {
 fn call(name: &str, args: Value) -> Result<ToolRequest, String> {
     let loaded = load(SPEC, 0).unwrap();
     let tool = loaded.tools.iter().find(|t| t.name == name).unwrap();
-    build(
-        tool,
-        &api(Some(ApiKey::Query {
-            name: "key".into(),
-            value: "k&1".into(),
-        })),
-        &args,
-    )
+    build(tool, &api(Some(ApiKey::Query { name: "key".into(), value: "k&1".into() })), &args)
 }
 
 #[test]
@@ -83,49 +71,31 @@ fn path_values_stay_in_their_segment() {
 
 #[test]
 fn query_styles_and_auth() {
-    let r = call("getFile", json!({"name": "x", "tags": ["a b", "c"], "ids": [1, 2], "limit": "3", "mode": "fast", "X-Trace": "t1"})).unwrap();
-    assert_eq!(
-        r.path,
-        "/v2/files/x?tags=a%20b&tags=c&ids=1,2&limit=3&mode=fast&key=k%261"
-    );
+    let r = call(
+        "getFile",
+        json!({"name": "x", "tags": ["a b", "c"], "ids": [1, 2], "limit": "3", "mode": "fast", "X-Trace": "t1"}),
+    )
+    .unwrap();
+    assert_eq!(r.path, "/v2/files/x?tags=a%20b&tags=c&ids=1,2&limit=3&mode=fast&key=k%261");
     assert_eq!(r.authority, "api.example.com");
     assert_eq!(r.method, "GET");
     assert!(r.headers.contains(&("x-trace".into(), "t1".into())));
-    assert!(r
-        .headers
-        .contains(&("authorization".into(), "Bearer t".into())));
+    assert!(r.headers.contains(&("authorization".into(), "Bearer t".into())));
     assert_eq!(r.body, None);
 }
 
 #[test]
 fn bad_arguments_are_explained() {
-    assert_eq!(
-        call("getFile", json!({})).unwrap_err(),
-        "missing required argument(s) 'name'"
-    );
+    assert_eq!(call("getFile", json!({})).unwrap_err(), "missing required argument(s) 'name'");
     assert!(call("getFile", json!({"name": "x", "limit": "many"}))
         .unwrap_err()
         .contains("'limit' must be of type integer"));
-    assert!(call("getFile", json!({"name": "x", "mode": "medium"}))
-        .unwrap_err()
-        .contains("one of \"fast\", \"slow\""));
-    assert!(call("getFile", json!({"name": "x", "colour": 1}))
-        .unwrap_err()
-        .contains("unknown argument(s) 'colour'"));
-    assert!(
-        call("getFile", json!({"name": "x", "X-Trace": "a\r\nb: c"}))
-            .unwrap_err()
-            .contains("line breaks")
-    );
-    assert!(call("getFile", json!({"name": ""}))
-        .unwrap_err()
-        .contains("must not be empty"));
-    assert!(call("getFile", json!("x"))
-        .unwrap_err()
-        .contains("JSON object"));
-    assert!(call("placeOrder", json!({"petId": "12"}))
-        .unwrap_err()
-        .contains("'petId' must be of type integer"));
+    assert!(call("getFile", json!({"name": "x", "mode": "medium"})).unwrap_err().contains("one of \"fast\", \"slow\""));
+    assert!(call("getFile", json!({"name": "x", "colour": 1})).unwrap_err().contains("unknown argument(s) 'colour'"));
+    assert!(call("getFile", json!({"name": "x", "X-Trace": "a\r\nb: c"})).unwrap_err().contains("line breaks"));
+    assert!(call("getFile", json!({"name": ""})).unwrap_err().contains("must not be empty"));
+    assert!(call("getFile", json!("x")).unwrap_err().contains("JSON object"));
+    assert!(call("placeOrder", json!({"petId": "12"})).unwrap_err().contains("'petId' must be of type integer"));
 }
 
 #[test]
@@ -133,23 +103,15 @@ fn json_body_holds_only_its_properties() {
     let r = call("placeOrder", json!({"note": "hi", "petId": 12})).unwrap();
     assert_eq!(r.method, "POST");
     assert_eq!(r.path, "/v2/orders?key=k%261");
-    assert_eq!(
-        r.body.as_deref(),
-        Some(br#"{"petId":12,"note":"hi"}"#.as_slice())
-    );
-    assert!(r
-        .headers
-        .contains(&("content-type".into(), "application/json".into())));
+    assert_eq!(r.body.as_deref(), Some(br#"{"petId":12,"note":"hi"}"#.as_slice()));
+    assert!(r.headers.contains(&("content-type".into(), "application/json".into())));
 }
 
 #[test]
 fn form_body() {
     let r = call("search", json!({"q": "a&b=c", "page": 2})).unwrap();
     assert_eq!(r.body.as_deref(), Some(b"q=a%26b%3Dc&page=2".as_slice()));
-    assert!(r.headers.contains(&(
-        "content-type".into(),
-        "application/x-www-form-urlencoded".into()
-    )));
+    assert!(r.headers.contains(&("content-type".into(), "application/x-www-form-urlencoded".into())));
     let r = call("search", json!({})).unwrap();
     assert_eq!(r.body, None);
 }
@@ -157,10 +119,7 @@ fn form_body() {
 #[test]
 fn header_api_key_and_domain_override() {
     let loaded = load(SPEC, 0).unwrap();
-    let mut a = api(Some(ApiKey::Header {
-        name: "X-Api-Key".into(),
-        value: "s3".into(),
-    }));
+    let mut a = api(Some(ApiKey::Header { name: "X-Api-Key".into(), value: "s3".into() }));
     a.upstream.authority = Some("internal.svc:8080".into());
     let r = build(&loaded.tools[0], &a, &json!({"name": "n"})).unwrap();
     assert!(r.headers.contains(&("x-api-key".into(), "s3".into())));

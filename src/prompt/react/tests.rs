@@ -3,10 +3,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 fn action(name: &str, input: Value) -> Step {
-    Step::Action {
-        name: name.into(),
-        input,
-    }
+    Step::Action { name: name.into(), input }
 }
 
 fn fin(s: &str) -> Step {
@@ -41,10 +38,7 @@ fn string_input_that_is_not_json_stays_a_string() {
 #[test]
 fn classic_lines() {
     let a = "Thought: look it up\nAction: get_weather_now\nAction Input: {\"location\": \"Oslo\"}";
-    assert_eq!(
-        parse(a),
-        action("get_weather_now", json!({"location": "Oslo"}))
-    );
+    assert_eq!(parse(a), action("get_weather_now", json!({"location": "Oslo"})));
     let b = "Action: search\nAction Input: coffee\nObservation: ignored";
     assert_eq!(parse(b), action("search", json!("coffee")));
     let c = "Action: `listPets`\nAction Input:\n```json\n{\"limit\": 1}\n```";
@@ -53,10 +47,7 @@ fn classic_lines() {
 
 #[test]
 fn final_answers() {
-    assert_eq!(
-        parse("Thought: done\nFinal Answer: It is 25 °C."),
-        fin("It is 25 °C.")
-    );
+    assert_eq!(parse("Thought: done\nFinal Answer: It is 25 °C."), fin("It is 25 °C."));
     assert_eq!(parse("Final Answer: 第一行\n第二行"), fin("第一行\n第二行"));
     let blob = "Action:\n```json\n{\"action\": \"Final Answer\", \"action_input\": \"Done: \\\"ok\\\"\"}\n```";
     assert_eq!(parse(blob), fin("Done: \"ok\""));
@@ -94,19 +85,13 @@ fn malformed_replies_say_why() {
 
 #[test]
 fn markers_inside_words_do_not_count() {
-    assert_eq!(
-        parse("The TransAction: was fine."),
-        fin("The TransAction: was fine.")
-    );
+    assert_eq!(parse("The TransAction: was fine."), fin("The TransAction: was fine."));
 }
 
 #[test]
 fn many_braces_are_bounded() {
     let text = "{\"a".repeat(100_000);
-    assert!(matches!(
-        parse(&text),
-        Step::Final { .. } | Step::Malformed { .. }
-    ));
+    assert!(matches!(parse(&text), Step::Final { .. } | Step::Malformed { .. }));
 }
 
 proptest! {
