@@ -158,6 +158,8 @@ fn client_tools_are_returned_to_the_client() {
         let out = h.run(&req);
         let tools = out.llm_requests[0]["tools"].as_array().unwrap();
         assert_eq!(tools.len(), 4);
+        let raw = String::from_utf8(out.first_body.clone()).unwrap();
+        assert_eq!(raw.matches("\"tools\":").count(), 1, "one `tools` key: {raw}");
         assert_eq!(tools[3], client_tool);
         assert!(out.tool_calls.is_empty());
         if stream {

@@ -10,6 +10,8 @@ use crate::prompt::history::native_messages;
 use serde_json::{json, Value};
 
 pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), AgentError> {
+    // The request body writes the gateway's tools and the client's under one `tools` key.
+    c.base.remove("tools");
     if let Some(client) = req.raw.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(list) = client else {
             return Err(AgentError::new(400, "invalid_tools", "'tools' must be an array"));

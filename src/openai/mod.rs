@@ -157,16 +157,17 @@ pub struct Usage {
 
 impl Usage {
     pub fn add(&mut self, other: Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.total_tokens += other.total_tokens;
+        // Counts come from the provider: saturate rather than overflow.
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self.completion_tokens.saturating_add(other.completion_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
     }
 
     fn from_value(v: Option<&Value>) -> Usage {
         let get = |k: &str| v.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
         let (p, c) = (get("prompt_tokens"), get("completion_tokens"));
         let total = match get("total_tokens") {
-            0 => p + c,
+            0 => p.saturating_add(c),
             t => t,
         };
         Usage { prompt_tokens: p, completion_tokens: c, total_tokens: total }

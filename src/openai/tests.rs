@@ -69,3 +69,12 @@ fn sse_framing() {
     assert!(events[1].contains(r#""content":"a \"b\"\nc""#));
     assert!(events[3].contains(r#""choices":[]"#));
 }
+
+#[test]
+fn usage_sums_saturate() {
+    let mut u = Usage { prompt_tokens: u64::MAX, completion_tokens: 1, total_tokens: u64::MAX };
+    u.add(Usage { prompt_tokens: 5, completion_tokens: 1, total_tokens: 5 });
+    assert_eq!(u, Usage { prompt_tokens: u64::MAX, completion_tokens: 2, total_tokens: u64::MAX });
+    let r = LlmReply::parse(br#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":9}}"#).unwrap();
+    assert_eq!(r.usage.total_tokens, u64::MAX);
+}

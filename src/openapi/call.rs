@@ -32,7 +32,7 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
     if !path.starts_with('/') {
         path.insert(0, '/');
     }
-    let mut query = String::new();
+    let mut query = Query::default();
     let mut headers: Vec<(String, String)> = Vec::new();
     let mut cookies: Vec<String> = Vec::new();
     for p in &tool.params {
@@ -41,7 +41,7 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
         };
         match p.location {
             Location::Path => {}
-            Location::Query => append_query(&mut query, p, v),
+            Location::Query => append_query(&mut query, p, v, &tool.params)?,
             Location::Header => headers.push((p.name.to_ascii_lowercase(), header_value(p, v)?)),
             Location::Cookie => cookies.push(format!("{}={}", p.name, encode(&scalar_list(v, ","), QUERY))),
         }
@@ -56,18 +56,26 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
     if let (Some(_), Some(b)) = (&body, &tool.body) {
         headers.push(("content-type".into(), b.content_type.clone()));
     }
+    // The operator's credentials replace anything of the same name the model put in.
     match &api.api_key {
-        Some(ApiKey::Query { name, value }) => push_pair(&mut query, name, value),
-        Some(ApiKey::Header { name, value }) => headers.push((name.to_ascii_lowercase(), value.clone())),
+        Some(ApiKey::Query { name, value }) => {
+            query.0.retain(|(n, _)| n != name);
+            query.pair(name, value);
+        }
+        Some(ApiKey::Header { name, value }) => {
+            let name = name.to_ascii_lowercase();
+            headers.retain(|(n, _)| *n != name);
+            headers.push((name, value.clone()));
+        }
         None => {}
     }
     for (name, value) in &api.headers {
         headers.retain(|(n, _)| n != name);
         headers.push((name.clone(), value.clone()));
     }
-    if !query.is_empty() {
+    if !query.0.is_empty() {
         path.push('?');
-        path.push_str(&query);
+        path.push_str(&query.encoded());
     }
     let up = &api.upstream;
     let authority = match (&up.authority, &tool.server.host) {
@@ -167,7 +175,8 @@ fn expand_path(template: &str, params: &[Param], args: &Map<String, Value>) -> R
         let name = &rest[start + 1..start + len];
         let p = params.iter().find(|p| p.location == Location::Path && p.name == name);
         let v = args.get(name).filter(|v| !v.is_null()).ok_or_else(|| format!("missing required argument '{name}'"))?;
-        if text_of(v).is_empty() {
+        let items = flatten(v, false);
+        if items.is_empty() || items.iter().any(String::is_empty) {
             return Err(format!("argument '{name}' is part of the path and must not be empty"));
         }
         out.push_str(&path_value(p, name, v));
@@ -214,27 +223,53 @@ fn scalar_list(v: &Value, sep: &str) -> String {
     flatten(v, false).join(sep)
 }
 
-fn append_query(q: &mut String, p: &Param, v: &Value) {
+/// Query pairs by raw name, each value already encoded (a non-exploded list keeps its commas literal).
+#[derive(Default)]
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn pair(&mut self, name: &str, value: &str) {
+        self.0.push((name.to_string(), encode(value, QUERY)));
+    }
+
+    fn encoded(&self) -> String {
+        let pairs: Vec<String> = self.0.iter().map(|(n, v)| format!("{}={v}", encode(n, QUERY))).collect();
+        pairs.join("&")
+    }
+}
+
+fn append_query(q: &mut Query, p: &Param, v: &Value, params: &[Param]) -> Result<(), String> {
     match (v, p.style) {
-        (Value::Array(items), Style::Form) if p.explode => {
-            items.iter().for_each(|i| push_pair(q, &p.name, &text_of(i)))
-        }
+        (Value::Array(items), Style::Form) if p.explode => items.iter().for_each(|i| q.pair(&p.name, &text_of(i))),
         (Value::Array(items), Style::SpaceDelimited | Style::PipeDelimited) => {
             let sep = if p.style == Style::SpaceDelimited { " " } else { "|" };
-            push_pair(q, &p.name, &items.iter().map(text_of).collect::<Vec<_>>().join(sep))
+            q.pair(&p.name, &items.iter().map(text_of).collect::<Vec<_>>().join(sep))
         }
         (Value::Object(m), Style::DeepObject) => {
-            m.iter().for_each(|(k, v)| push_pair(q, &format!("{}[{k}]", p.name), &text_of(v)))
+            m.iter().for_each(|(k, v)| q.pair(&format!("{}[{k}]", p.name), &text_of(v)))
         }
-        (Value::Object(m), _) if p.explode => m.iter().for_each(|(k, v)| push_pair(q, k, &text_of(v))),
+        (Value::Object(m), _) if p.explode => {
+            // Exploded, the object's keys become parameter names: only the ones its schema declares
+            // (or, for a free-form object, none that is another parameter's name).
+            let declared = p.schema.get("properties").and_then(Value::as_object);
+            for (k, v) in m {
+                let allowed = match declared {
+                    Some(props) => props.contains_key(k),
+                    None => !params.iter().any(|other| other.name == *k),
+                };
+                if !allowed {
+                    return Err(format!("argument '{}' has a property '{k}' that its schema does not allow", p.name));
+                }
+                q.pair(k, &text_of(v));
+            }
+        }
         (Value::Array(_) | Value::Object(_), _) => {
-            // Non-exploded form: the commas separate items and stay literal.
             let items: Vec<String> = flatten(v, false).iter().map(|s| encode(s, QUERY)).collect();
-            sep(q);
-            let _ = write!(q, "{}={}", encode(&p.name, QUERY), items.join(","));
+            q.0.push((p.name.clone(), items.join(",")));
         }
-        _ => push_pair(q, &p.name, &text_of(v)),
+        _ => q.pair(&p.name, &text_of(v)),
     }
+    Ok(())
 }
 
 fn sep(q: &mut String) {

@@ -4,19 +4,24 @@ use super::compile::{escape, resolve};
 use super::{Draft, Schema, SchemaError};
 use crate::doc::type_name;
 use serde_json::{Map, Value};
+use std::cell::Cell;
 
 /// Deeper than this, a schema is recursing without consuming the instance.
 const MAX_DEPTH: usize = 256;
+/// Subschema checks one validation may make: an `anyOf` of self-references would otherwise take
+/// exponential time (`{"anyOf": [{"$ref": "#"}, {"$ref": "#"}]}`).
+const MAX_STEPS: u32 = 200_000;
 
 pub struct Checker<'s> {
     schema: &'s Schema,
+    steps: Cell<u32>,
 }
 
 type Errors = Vec<SchemaError>;
 
 impl<'s> Checker<'s> {
     pub fn new(schema: &'s Schema) -> Self {
-        Checker { schema }
+        Checker { schema, steps: Cell::new(0) }
     }
 
     pub fn errors(&self, s: &Value, v: &Value) -> Errors {
@@ -40,6 +45,10 @@ impl<'s> Checker<'s> {
         };
         if depth > MAX_DEPTH {
             return push(out, at, "the schema recurses without end".into());
+        }
+        self.steps.set(self.steps.get().saturating_add(1));
+        if self.steps.get() > MAX_STEPS {
+            return push(out, at, "validation stopped: the schema needs too many steps for this value".into());
         }
         if let Some(r) = m.get("$ref").and_then(Value::as_str) {
             match resolve(self.schema, r) {
@@ -273,8 +282,8 @@ fn numeric(m: &Map<String, Value>, v: &Value, at: &str, out: &mut Errors) {
 
 /// Exact for integers; for fractions, the quotient must be a whole number up to rounding error.
 fn multiple_of(v: &Value, x: f64, d: f64) -> bool {
-    if let (Some(a), Some(b)) = (v.as_i64(), (d.fract() == 0.0).then_some(d as i64)) {
-        return b != 0 && a % b == 0;
+    if let (Some(a), true) = (v.as_i64(), d.fract() == 0.0 && (1.0..9.0e18).contains(&d)) {
+        return a.checked_rem(d as i64) == Some(0);
     }
     let q = x / d;
     q.is_finite() && (q - q.round()).abs() < 1e-9 * q.abs().max(1.0)

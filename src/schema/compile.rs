@@ -3,10 +3,13 @@
 
 use super::{Draft, Schema};
 use crate::doc::type_name;
-use regex_lite::Regex;
+use regex_lite::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
+const MAX_PATTERNS: usize = 64;
+const MAX_PATTERN_LEN: usize = 1024;
+const PATTERN_SIZE_LIMIT: usize = 256 * 1024;
 const TYPES: [&str; 7] = ["null", "boolean", "object", "array", "number", "string", "integer"];
 const UNSUPPORTED: [(&str, &str); 4] = [
     ("$dynamicRef", "dynamic references"),
@@ -35,11 +38,23 @@ pub fn compile(root: &Value) -> Result<Schema, String> {
     let root_id = root.get("$id").and_then(Value::as_str).map(|s| s.trim_end_matches('#').to_string());
     let mut c = Compiler { draft, regexes: HashMap::new(), anchors: HashMap::new(), refs: Vec::new() };
     c.walk(root, "", true)?;
-    let schema = Schema { root: root.clone(), draft, regexes: c.regexes, anchors: c.anchors, root_id };
-    for (at, r) in &c.refs {
-        let target = resolve(&schema, r).map_err(|e| format!("{}: {e}", shown(at)))?;
-        ref_cycle(&schema, target, 0).map_err(|e| format!("{}: {e}", shown(at)))?;
+    let mut schema = Schema { root: root.clone(), draft, regexes: HashMap::new(), anchors: c.anchors.clone(), root_id };
+    // A $ref may point anywhere, also outside the keywords walked above (`{"$ref": "#/x", "x": ...}`):
+    // its target is checked like any subschema, so validation never meets an unchecked keyword.
+    let mut checked: Vec<String> = Vec::new();
+    let mut i = 0;
+    while let Some((at, r)) = c.refs.get(i).cloned() {
+        i += 1;
+        let target = resolve(&schema, &r).map_err(|e| format!("{}: {e}", shown(&at)))?;
+        ref_cycle(&schema, target, 0).map_err(|e| format!("{}: {e}", shown(&at)))?;
+        let pointer = pointer_of(&schema, &r).map_err(|e| format!("{}: {e}", shown(&at)))?;
+        if !checked.contains(&pointer) {
+            c.walk(target, &pointer, pointer.is_empty())?;
+            checked.push(pointer);
+            schema.anchors.clone_from(&c.anchors);
+        }
     }
+    schema.regexes = c.regexes;
     Ok(schema)
 }
 
@@ -149,12 +164,22 @@ impl Compiler {
         Ok(())
     }
 
+    /// Patterns are compiled once, here, within bounds: a client's schema must not be able to make the
+    /// filter build megabytes of automata.
     fn regex(&mut self, pattern: &str, at: &str) -> Result<(), String> {
-        if !self.regexes.contains_key(pattern) {
-            let re = Regex::new(pattern)
-                .map_err(|e| format!("{at}: '{pattern}' is not a supported regular expression: {e}"))?;
-            self.regexes.insert(pattern.to_string(), re);
+        if self.regexes.contains_key(pattern) {
+            return Ok(());
         }
+        if self.regexes.len() >= MAX_PATTERNS || pattern.len() > MAX_PATTERN_LEN {
+            return Err(format!(
+                "{at}: at most {MAX_PATTERNS} patterns of at most {MAX_PATTERN_LEN} bytes are supported"
+            ));
+        }
+        let re = RegexBuilder::new(pattern)
+            .size_limit(PATTERN_SIZE_LIMIT)
+            .build()
+            .map_err(|e| format!("{at}: '{pattern}' is not a supported regular expression: {e}"))?;
+        self.regexes.insert(pattern.to_string(), re);
         Ok(())
     }
 
@@ -202,6 +227,12 @@ pub fn escape(token: &str) -> String {
 
 /// The subschema a `$ref` points at.
 pub fn resolve<'s>(schema: &'s Schema, reference: &str) -> Result<&'s Value, String> {
+    let pointer = pointer_of(schema, reference)?;
+    schema.root.pointer(&pointer).ok_or_else(|| format!("the reference '{reference}' points at nothing"))
+}
+
+/// The JSON pointer, inside the document, of the subschema a `$ref` names.
+fn pointer_of(schema: &Schema, reference: &str) -> Result<String, String> {
     let local = match &schema.root_id {
         Some(id) if !id.is_empty() && reference.starts_with(id.as_str()) => &reference[id.len()..],
         _ => reference,
@@ -209,12 +240,11 @@ pub fn resolve<'s>(schema: &'s Schema, reference: &str) -> Result<&'s Value, Str
     let Some(fragment) = local.strip_prefix('#').or(if local.is_empty() { Some("") } else { None }) else {
         return Err(format!("the reference '{reference}' leaves the document; remote references are not supported"));
     };
-    let pointer = if fragment.is_empty() || fragment.starts_with('/') {
-        crate::doc::percent_decode(fragment)
+    if fragment.is_empty() || fragment.starts_with('/') {
+        Ok(crate::doc::percent_decode(fragment))
     } else {
-        schema.anchors.get(fragment).cloned().ok_or_else(|| format!("the anchor '#{fragment}' is not defined"))?
-    };
-    schema.root.pointer(&pointer).ok_or_else(|| format!("the reference '{reference}' points at nothing"))
+        schema.anchors.get(fragment).cloned().ok_or_else(|| format!("the anchor '#{fragment}' is not defined"))
+    }
 }
 
 /// A `$ref` that leads back to itself through `$ref`s alone would recurse forever on any instance.

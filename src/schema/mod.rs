@@ -79,3 +79,35 @@ pub fn describe(errors: &[SchemaError], max: usize) -> String {
     }
     lines.join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ref_targets_outside_keywords_are_checked_too() {
+        // Unchecked, `multipleOf: -1` reached `i64::MIN % -1`, which panics.
+        let e = Schema::compile(&json!({"$ref": "#/x", "x": {"multipleOf": -1}})).unwrap_err();
+        assert!(e.contains("/x/multipleOf: must be a number greater than 0"), "{e}");
+        let s = Schema::compile(&json!({"$ref": "#/x", "x": {"multipleOf": 1}})).unwrap();
+        assert!(s.validate(&json!(i64::MIN)).is_ok());
+    }
+
+    #[test]
+    fn self_referencing_alternatives_end() {
+        let s = Schema::compile(&json!({"anyOf": [{"$ref": "#"}, {"$ref": "#"}]})).unwrap();
+        let errors = s.validate(&json!(1)).unwrap_err();
+        assert!(describe(&errors, 3).contains("anyOf"), "{errors:?}");
+    }
+
+    #[test]
+    fn patterns_are_bounded() {
+        let many: serde_json::Map<String, Value> =
+            (0..65).map(|i| (format!("p{i}"), json!({"pattern": format!("^a{i}$")}))).collect();
+        let e = Schema::compile(&json!({"properties": many})).unwrap_err();
+        assert!(e.contains("at most 64 patterns"), "{e}");
+        let e = Schema::compile(&json!({"pattern": "(a{999}){999}"})).unwrap_err();
+        assert!(e.contains("is not a supported regular expression"), "{e}");
+    }
+}

@@ -60,6 +60,8 @@ pub struct Outcome {
     pub tool_calls: Vec<Call>,
     /// The most tool calls that were in flight at once.
     pub max_parallel: usize,
+    /// The first LLM request's body as the agent wrote it (parsing would hide duplicate keys).
+    pub first_body: Vec<u8>,
 }
 
 impl Outcome {
@@ -140,6 +142,7 @@ impl Harness {
             llm_calls: Vec::new(),
             tool_calls: Vec::new(),
             max_parallel: 0,
+            first_body: Vec::new(),
         };
         let mut round = agent.handle(Event::ClientRequest { body }, now);
         for _ in 0..MAX_STEPS {
@@ -174,6 +177,7 @@ impl Harness {
         match cmd {
             Command::Reply(_) => unreachable!("handled by run_body"),
             Command::Forward { body } => {
+                out.first_body.clone_from(&body);
                 out.llm_requests.push(serde_json::from_slice(&body).expect("forwarded body is JSON"));
                 match self.next_turn() {
                     Turn::Fail(f) => panic!("the first turn comes from the route and cannot fail as a callout: {f}"),

@@ -126,3 +126,53 @@ fn header_api_key_and_domain_override() {
     assert_eq!(r.authority, "internal.svc:8080");
     assert_eq!(r.path, "/v2/files/n");
 }
+
+const KEYED: &str = r#"
+openapi: 3.0.3
+info: {title: t, version: "1"}
+servers: [{url: "https://api.example.com"}]
+paths:
+  /items/{ids}:
+    get:
+      operationId: getItems
+      parameters:
+        - {name: ids, in: path, required: true, schema: {type: array, items: {type: string}}}
+        - {name: appid, in: query, schema: {type: string}}
+        - {name: filter, in: query, schema: {type: object}}
+        - {name: sort, in: query, schema: {type: object, properties: {by: {type: string}}}}
+        - {name: X-Key, in: header, schema: {type: string}}
+"#;
+
+fn keyed(key: ApiKey, args: Value) -> Result<ToolRequest, String> {
+    let loaded = load(KEYED, 0).unwrap();
+    build(&loaded.tools[0], &api(Some(key)), &args)
+}
+
+#[test]
+fn the_operators_key_replaces_what_the_model_sets() {
+    let q = ApiKey::Query { name: "appid".into(), value: "GATEWAY".into() };
+    let r = keyed(q, json!({"ids": ["a"], "appid": "MODEL"})).unwrap();
+    assert_eq!(r.path, "/items/a?appid=GATEWAY");
+    let h = ApiKey::Header { name: "X-Key".into(), value: "GATEWAY".into() };
+    let r = keyed(h, json!({"ids": ["a"], "X-Key": "MODEL"})).unwrap();
+    let keys: Vec<&(String, String)> = r.headers.iter().filter(|(n, _)| n == "x-key").collect();
+    assert_eq!(keys, [&("x-key".to_string(), "GATEWAY".to_string())]);
+}
+
+#[test]
+fn exploded_objects_cannot_invent_parameters() {
+    let q = || ApiKey::Query { name: "k".into(), value: "K".into() };
+    assert!(keyed(q(), json!({"ids": ["a"], "filter": {"appid": "x"}})).unwrap_err().contains("'appid'"));
+    assert!(keyed(q(), json!({"ids": ["a"], "sort": {"admin": "true"}})).unwrap_err().contains("'admin'"));
+    let r = keyed(q(), json!({"ids": ["a"], "filter": {"color": "red"}, "sort": {"by": "name"}})).unwrap();
+    assert_eq!(r.path, "/items/a?color=red&by=name&k=K");
+}
+
+#[test]
+fn no_empty_path_items() {
+    let q = || ApiKey::Query { name: "k".into(), value: "K".into() };
+    for ids in [json!([]), json!([""]), json!(["a", ""])] {
+        assert!(keyed(q(), json!({"ids": ids})).unwrap_err().contains("must not be empty"), "{ids}");
+    }
+    assert_eq!(keyed(q(), json!({"ids": ["a", "b/c"]})).unwrap().path, "/items/a,b%2Fc?k=K");
+}
