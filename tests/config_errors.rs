@@ -120,6 +120,11 @@ fn bad_configurations_name_the_field() {
             "apis[0].apiProvider.apiKey.name: required",
         ),
         (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "header", "name": ":path", "value": "x"})),
+            "apis[0].apiProvider.apiKey.name: ':path' is not a valid header name",
+        ),
+        (with(base(), "/llm/apiKey", json!("sk-1\r\nx-evil: 1")), "llm.apiKey: must not contain CR, LF or NUL"),
+        (
             with(base(), "/apis/0/apiProvider/headers", json!({"X-A": "a\r\nb"})),
             "apis[0].apiProvider.headers.X-A: header value must not contain CR, LF or NUL",
         ),

@@ -163,6 +163,21 @@ fn header_api_key_from_the_operator_not_the_model() {
 }
 
 #[test]
+fn exponential_ref_expansion_is_bounded() {
+    // S0 uses S1 four times, S1 uses S2 four times, ...: 4^12 nodes if inlined without a bound.
+    let mut schemas = String::new();
+    for i in 0..12 {
+        let r = format!("{{$ref: '#/components/schemas/S{}'}}", i + 1);
+        schemas.push_str(&format!("    S{i}: {{type: object, properties: {{a: {r}, b: {r}, c: {r}, d: {r}}}}}\n"));
+    }
+    schemas.push_str("    S12: {type: string}\n");
+    let doc = format!("openapi: 3.0.0\npaths:\n  /a:\n    post:\n      operationId: a\n      requestBody:\n        content:\n          application/json:\n            schema: {{$ref: '#/components/schemas/S0'}}\ncomponents:\n  schemas:\n{schemas}");
+    let e = load(&doc, 0).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::TooDeep, "{e}");
+    assert!(e.detail.contains("nodes once $refs are inlined"));
+}
+
+#[test]
 fn swagger_2_is_named() {
     let e = load("swagger: '2.0'\ninfo: {title: t, version: '1'}\npaths: {}\n", 0).unwrap_err();
     assert_eq!(e.kind, ErrorKind::UnsupportedVersion);

@@ -218,6 +218,9 @@ fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {
     }
     let model = f.opt_nonempty("model")?;
     let api_key = f.opt_nonempty("apiKey")?;
+    if let Some(key) = &api_key {
+        check_header_text(&f, "apiKey", key)?;
+    }
     let max_iterations = match f.opt_uint("maxIterations", 0, 1000)? {
         None | Some(0) => DEFAULT_MAX_ITERATIONS,
         Some(n) => n as u32,
@@ -322,6 +325,9 @@ fn parse_api_key(provider: &mut Fields<'_>) -> Result<Option<ApiKey>, ConfigErro
         None | Some("none") | Some("") => None,
         Some(place @ ("header" | "query")) => {
             let name = name.ok_or_else(|| f.err("name", "required"))?;
+            if place == "header" && !name.bytes().all(is_token_byte) {
+                return Err(f.err("name", format!("'{name}' is not a valid header name")));
+            }
             check_header_text(&f, "name", &name)?;
             check_header_text(&f, "value", &value)?;
             Some(if place == "header" { ApiKey::Header { name, value } } else { ApiKey::Query { name, value } })
