@@ -236,7 +236,7 @@ impl Agent {
         if let Some(e) = llm_status_error(status, body) {
             return self.fail(e);
         }
-        match f.on_reply(&self.cfg, &c.model.clone(), body, &mut c.usage) {
+        match f.on_reply(&self.cfg, &c.model, body, &mut c.usage) {
             Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
             Ok(format::Outcome::Retry(body)) => {
                 if let Some(e) = self.deadline_error(now_ms) {

@@ -52,6 +52,11 @@ impl Http {
         }
     }
 
+    /// The agent took the request, the upstream answered 2xx, and the answer is not out yet.
+    fn awaits_upstream_body(&self) -> bool {
+        self.phase == Phase::Response && self.agent.as_ref().is_some_and(|a| !a.is_done())
+    }
+
     /// Whether this request is one the agent takes: a chat-completions POST with a body.
     fn is_chat_request(end_of_stream: bool) -> bool {
         let method = host::header(MapType::HttpRequestHeaders, ":method").unwrap_or_default();
@@ -278,7 +283,7 @@ impl HttpContext for Http {
     }
 
     fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
-        if self.agent.as_ref().is_none_or(Agent::is_done) || self.phase != Phase::Response {
+        if !self.awaits_upstream_body() {
             return Action::Continue;
         }
         self.response_size = size;
@@ -289,7 +294,7 @@ impl HttpContext for Http {
     }
 
     fn on_http_response_trailers(&mut self, _n: usize) -> Action {
-        if self.agent.as_ref().is_none_or(Agent::is_done) || self.phase != Phase::Response {
+        if !self.awaits_upstream_body() {
             return Action::Continue;
         }
         self.on_response_end()
