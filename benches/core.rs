@@ -77,7 +77,7 @@ fn completion(content: &str) -> Vec<u8> {
 
 /// One whole request through the agent: `calls` tool calls, then the final answer.
 fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[u8]) -> usize {
-    let meta = RequestMeta { id: "b".into(), now_ms: 0, unix_s: 0 };
+    let meta = RequestMeta { id: "b".into(), now_ms: 0, unix_s: 0, seed: 1 };
     let mut agent = Agent::new(Rc::clone(cfg), meta);
     let mut turn = turns.iter();
     let mut cmds = agent.handle(Event::ClientRequest { body: request }, 1);
@@ -94,10 +94,18 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
                 2,
             ),
             Command::Dispatch(c) if c.cluster.contains("||llm") => agent.handle(
-                Event::CallReply { id: c.id, status: 200, body: turn.next().map_or(&[][..], Vec::as_slice) },
+                Event::CallReply {
+                    id: c.id,
+                    status: 200,
+                    headers: &[],
+                    body: turn.next().map_or(&[][..], Vec::as_slice),
+                },
                 3,
             ),
-            Command::Dispatch(c) => agent.handle(Event::CallReply { id: c.id, status: 200, body: tool_reply }, 3),
+            Command::Dispatch(c) => {
+                agent.handle(Event::CallReply { id: c.id, status: 200, headers: &[], body: tool_reply }, 3)
+            }
+            Command::WakeAt(_) => agent.handle(Event::Wake, 4),
         };
     }
 }

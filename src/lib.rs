@@ -7,6 +7,7 @@ pub mod doc;
 pub mod openai;
 pub mod openapi;
 pub mod prompt;
+pub mod redact;
 pub mod schema;
 
 #[cfg(target_arch = "wasm32")]

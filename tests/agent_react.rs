@@ -15,6 +15,10 @@ fn pets(auth: Value) -> String {
     config(&[("pets.svc", "oai-petstore.yaml", auth)], json!({}))
 }
 
+fn pets_with(extra: Value) -> String {
+    config(&[("pets.svc", "oai-petstore.yaml", json!({}))], extra)
+}
+
 #[test]
 fn v01_single_get_with_query_key() {
     for (syntax, call, fin) in SYNTAXES {
@@ -425,7 +429,6 @@ fn llm_failures_end_with_an_openai_error() {
     let cases: Vec<(Vec<Turn>, u16, &str)> = vec![
         (vec![Turn::Raw(200, r#"{"id": "chatcmpl-123", "choices": [{"index": 0"#.into())], 502, "not JSON"),
         (vec![Turn::Raw(200, r#"{"choices": []}"#.into())], 502, "no choices"),
-        (vec![Turn::Raw(500, "boom".into())], 502, "HTTP 500: boom"),
         (vec![classic_call("a", "listPets", json!({})), Turn::Fail(Failure::Timeout)], 504, "timed out"),
         (vec![classic_call("a", "listPets", json!({})), Turn::Raw(503, "overloaded".into())], 502, "HTTP 503"),
         (
@@ -436,7 +439,8 @@ fn llm_failures_end_with_an_openai_error() {
     ];
     for (turns, status, says) in cases {
         for stream in [false, true] {
-            let mut h = Harness::new(&pets(json!({}))).llm(turns.clone()).tool_json(PETS, "[]");
+            let mut h =
+                Harness::new(&pets_with(json!({"llm": {"maxRetries": 0}}))).llm(turns.clone()).tool_json(PETS, "[]");
             let mut req = user("List pets");
             req["stream"] = json!(stream);
             let out = h.run(&req);
@@ -451,6 +455,35 @@ fn llm_failures_end_with_an_openai_error() {
             };
             assert!(err["message"].as_str().unwrap().contains(says), "{err}");
             assert_eq!(err["type"], "api_error");
+        }
+    }
+}
+
+#[test]
+fn a_first_turn_error_keeps_its_status_and_is_wrapped_unless_it_is_an_openai_error() {
+    let openai = r#"{"error":{"message":"Incorrect API key","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+    let cases: Vec<(Turn, u16, &str)> = vec![
+        (Turn::Raw(500, "boom".into()), 500, "HTTP 500: boom"),
+        (Turn::Raw(504, "upstream request timeout".into()), 504, "HTTP 504: upstream request timeout"),
+        (Turn::Raw(502, "<html><body>Bad Gateway</body></html>".into()), 502, "Bad Gateway"),
+        (Turn::Raw(503, "".into()), 503, "with no body"),
+        (Turn::Raw(401, openai.into()), 401, "Incorrect API key"),
+    ];
+    for (turn, status, says) in cases {
+        for (stream, loop_phase) in [(false, "response"), (true, "response"), (false, "request"), (true, "request")] {
+            let cfg = pets_with(json!({"loop": loop_phase, "llm": {"maxRetries": 0}}));
+            let mut h = Harness::new(&cfg).llm([turn.clone()]);
+            let mut req = user("List pets");
+            req["stream"] = json!(stream);
+            let out = h.run(&req);
+            assert_eq!((out.reply.status, out.reply.content_type), (status, "application/json"), "{says}");
+            let err = error_of(&out);
+            assert!(err["message"].as_str().unwrap().contains(says), "{err}");
+            if status == 401 {
+                assert_eq!(out.body_text(), openai, "an OpenAI error passes untouched");
+            } else {
+                assert_eq!(err["code"], "upstream_error");
+            }
         }
     }
 }

@@ -83,6 +83,7 @@ fn api() -> Api {
         upstream: Upstream { cluster: "c".into(), authority: None, service: None, timeout_ms: 1 },
         api_key: None,
         headers: vec![],
+        max_retries: 0,
     }
 }
 

@@ -1,5 +1,6 @@
 //! The tool calls of one turn: sent at most `limit` at a time, answered in any order, their
-//! observations returned in the order of the calls.
+//! observations returned in the order of the calls. A call whose API allows retries is kept until it
+//! is answered, so that it can be sent again after a backoff.
 
 use super::convo::{ToolCall, Work};
 use super::CallId;
@@ -11,6 +12,10 @@ pub struct Batch {
     results: Vec<Option<String>>,
     queue: VecDeque<(usize, ToolCall)>,
     in_flight: BTreeMap<CallId, usize>,
+    /// Per call: retries allowed, retries sent, and the request kept for them.
+    retries: Vec<(u32, u32, Option<ToolCall>)>,
+    /// Calls waiting for their backoff to end: (due, call index).
+    delayed: Vec<(u64, usize)>,
     limit: usize,
 }
 
@@ -21,6 +26,8 @@ impl Batch {
             results: Vec::new(),
             queue: VecDeque::new(),
             in_flight: BTreeMap::new(),
+            retries: Vec::new(),
+            delayed: Vec::new(),
             limit: limit.max(1),
         };
         for (i, w) in work.into_iter().enumerate() {
@@ -28,10 +35,12 @@ impl Batch {
                 Work::Known(observation) => {
                     b.names.push(String::new());
                     b.results.push(Some(observation));
+                    b.retries.push((0, 0, None));
                 }
-                Work::Call { name, call } => {
+                Work::Call { name, call, retries } => {
                     b.names.push(name);
                     b.results.push(None);
+                    b.retries.push((retries, 0, (retries > 0).then(|| call.clone())));
                     b.queue.push_back((i, call));
                 }
             }
@@ -61,12 +70,49 @@ impl Batch {
         }
     }
 
-    /// Every observation in call order, or the batch back if some are still missing.
-    pub fn into_observations(self) -> Result<Vec<String>, Batch> {
-        if self.results.iter().all(Option::is_some) {
-            Ok(self.results.into_iter().flatten().collect())
-        } else {
-            Err(self)
+    /// (retries sent, retries left) for call `id`, if it may be retried at all.
+    pub fn attempts_left(&self, id: CallId) -> Option<(u32, u32)> {
+        let i = *self.in_flight.get(&id)?;
+        let (max, done, kept) = &self.retries[i];
+        (kept.is_some() && done < max).then_some((*done, max - done))
+    }
+
+    /// Takes call `id` out of flight and queues it again once `due` has passed.
+    pub fn retry_later(&mut self, id: CallId, due: u64) -> bool {
+        if self.attempts_left(id).is_none() {
+            return false;
         }
+        let Some(i) = self.in_flight.remove(&id) else {
+            return false;
+        };
+        self.retries[i].1 += 1;
+        self.delayed.push((due, i));
+        true
+    }
+
+    /// The earliest time a delayed call is due.
+    pub fn next_due(&self) -> Option<u64> {
+        self.delayed.iter().map(|(due, _)| *due).min()
+    }
+
+    /// Queues every delayed call that is due at `now_ms`.
+    pub fn wake(&mut self, now_ms: u64) {
+        let (due, later): (Vec<_>, Vec<_>) = self.delayed.drain(..).partition(|(d, _)| *d <= now_ms);
+        self.delayed = later;
+        for (_, i) in due {
+            if let Some(call) = self.retries[i].2.clone() {
+                self.queue.push_back((i, call));
+            }
+        }
+    }
+
+    /// Every call of the turn is answered.
+    pub fn is_complete(&self) -> bool {
+        self.results.iter().all(Option::is_some)
+    }
+
+    /// Every observation, in call order (once complete).
+    pub fn into_observations(self) -> Vec<String> {
+        self.results.into_iter().flatten().collect()
     }
 }

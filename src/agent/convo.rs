@@ -50,12 +50,17 @@ pub enum Next {
 /// unknown tool, malformed output).
 #[derive(Debug)]
 pub enum Work {
-    Call { name: String, call: ToolCall },
+    /// `retries`: how often the call may be sent again after a retryable failure.
+    Call {
+        name: String,
+        call: ToolCall,
+        retries: u32,
+    },
     Known(String),
 }
 
 /// A tool request before it has a call id.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ToolCall {
     pub cluster: String,
     pub request: call::ToolRequest,
@@ -64,7 +69,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     pub fn into_call(self, id: CallId, timeout_ms: u64) -> Call {
-        let r = self.request;
+        let mut r = self.request;
+        if !r.headers.iter().any(|(k, _)| k == "accept-encoding") {
+            // A compressed body could not be read as an observation.
+            r.headers.push(("accept-encoding".into(), "identity".into()));
+        }
         Call {
             id,
             cluster: self.cluster,
@@ -128,6 +137,15 @@ impl Convo {
             Mode::React => react::on_reply(self, cfg, reply),
             Mode::Native => native::on_reply(self, cfg, reply),
         })
+    }
+
+    /// The first request as a callout (`loop: request`): the same body as the forwarded one, but with
+    /// `llm.model` when it is set, as every later callout has.
+    pub fn first_callout_body(&self, cfg: &Config, forwarded: Vec<u8>) -> Vec<u8> {
+        match cfg.llm.model.as_deref() {
+            Some(model) => self.body(cfg, Some(model)),
+            None => forwarded,
+        }
     }
 
     /// Appends this turn's observations (in call order) and returns the next LLM request's body.
@@ -232,6 +250,8 @@ pub fn tool_work(cfg: &Config, name: &str, input: Value) -> Work {
     match arguments(tool, input).and_then(|args| call::build(tool, api, &args)) {
         Ok(request) => Work::Call {
             name: tool.name.clone(),
+            // Only reads are retried: another method may not be idempotent.
+            retries: if matches!(request.method, "GET" | "HEAD") { api.max_retries } else { 0 },
             call: ToolCall { cluster: api.upstream.cluster.clone(), request, timeout_ms: api.upstream.timeout_ms },
         },
         Err(why) => {
@@ -258,8 +278,17 @@ fn arguments(tool: &Tool, input: Value) -> Result<Value, String> {
     }
 }
 
-/// The observation for a tool's reply: a 2xx body verbatim (truncated), else the status and body.
-pub fn tool_observation(cfg: &Config, tool: &str, status: u16, body: &[u8]) -> String {
+/// The observation for a tool's reply: a 2xx body verbatim (truncated), else the status and body. A
+/// compressed body (sent although the call asked for identity) is described, never passed as bytes.
+pub fn tool_observation(cfg: &Config, tool: &str, status: u16, headers: &[(String, String)], body: &[u8]) -> String {
+    let encoding = headers.iter().find(|(k, _)| k == "content-encoding").map(|(_, v)| v.trim());
+    if let Some(enc) = encoding.filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity")) {
+        return format!(
+            "HTTP {status}: '{tool}' replied with a compressed body (content-encoding: {}, {} bytes) that cannot be read.",
+            truncate(enc, 40),
+            body.len()
+        );
+    }
     let text = String::from_utf8_lossy(body);
     let text = truncate(text.trim(), cfg.llm.max_observation_bytes);
     match (status, text.is_empty()) {

@@ -8,8 +8,10 @@ mod format;
 mod native;
 mod protocol;
 mod react;
+mod retry;
 
 use crate::config::Config;
+use crate::config::LoopPhase;
 use crate::doc::truncate;
 use crate::openai::answer::{self, Answer};
 use crate::openai::ChatRequest;
@@ -17,7 +19,9 @@ use batch::Batch;
 use convo::{Convo, Next};
 use format::{Format, Target};
 pub use protocol::{Call, CallId, Command, Event, Failure, Reply};
+use retry::{Backoff, Retry};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Per-request inputs that would otherwise come from a clock or a random source.
@@ -29,6 +33,8 @@ pub struct RequestMeta {
     pub now_ms: u64,
     /// Unix seconds, for `created`.
     pub unix_s: u64,
+    /// Seeds the jitter of retry backoffs.
+    pub seed: u64,
 }
 
 /// What the agent waits for next.
@@ -54,6 +60,13 @@ pub struct Agent {
     json: Option<Target>,
     /// The client has response headers: its response (a stream, if it asked for one) has begun.
     responding: bool,
+    /// LLM replies read so far (the first turn is the one that can pass the provider's error through).
+    turns: u32,
+    /// The LLM call in flight, kept to be sent again.
+    llm: Option<Retry>,
+    backoff: Backoff,
+    /// When each call in flight times out, to tell a timeout from a reset.
+    expiry: BTreeMap<CallId, u64>,
     state: State,
 }
 
@@ -81,8 +94,14 @@ impl AgentError {
 
 type Step = (State, Vec<Command>);
 
+/// A reset this close to a call's timeout is taken as the timeout.
+const TIMEOUT_SLACK_MS: u64 = 5;
+/// Error messages quote upstream bodies; they stay far below any buffer limit.
+const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
+
 impl Agent {
     pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Self {
+        let backoff = Backoff::new(meta.seed);
         Agent {
             cfg,
             meta,
@@ -91,6 +110,10 @@ impl Agent {
             include_usage: false,
             json: None,
             responding: false,
+            turns: 0,
+            llm: None,
+            backoff,
+            expiry: BTreeMap::new(),
             state: State::AwaitRequest,
         }
     }
@@ -104,39 +127,74 @@ impl Agent {
         matches!(self.state, State::Done)
     }
 
+    /// Feeds one event; the commands are for the host to run now. While a retry waits, the last
+    /// command is `WakeAt` with the time the agent wants `Event::Wake`.
     pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Vec<Command> {
         let state = std::mem::replace(&mut self.state, State::Done);
-        let (state, commands) = self.step(state, event, now_ms);
+        let (state, mut commands) = self.step(state, event, now_ms);
         self.state = state;
+        if let Some(at) = self.wake_at() {
+            commands.push(Command::WakeAt(at));
+        }
         commands
+    }
+
+    /// The earliest time a waiting retry is due, if the request is still running.
+    fn wake_at(&self) -> Option<u64> {
+        let llm = self.llm.as_ref().and_then(|r| r.due);
+        let tools = match &self.state {
+            State::AwaitTools(_, b) => b.next_due(),
+            State::Done => return None,
+            _ => None,
+        };
+        llm.into_iter().chain(tools).min()
     }
 
     fn step(&mut self, state: State, event: Event<'_>, now_ms: u64) -> Step {
         match (state, event) {
-            (State::AwaitRequest, Event::ClientRequest { body }) => self.start(body),
+            (State::AwaitRequest, Event::ClientRequest { body }) => self.start(body, now_ms),
             (State::AwaitFirstLlm(c), Event::UpstreamReply { status, body, headers_sent }) => {
                 self.responding = headers_sent;
                 self.on_llm(c, status, body, now_ms)
             }
-            (State::AwaitLlm(id, c), Event::CallReply { id: got, status, body }) if id == got => {
-                self.on_llm(c, status, body, now_ms)
+            (State::AwaitLlm(id, c), Event::CallReply { id: got, status, headers, body }) if id == got => {
+                match self.retry_llm(now_ms, id, retry::status_wait(status, headers)) {
+                    true => (State::AwaitLlm(id, c), Vec::new()),
+                    false => self.on_llm(c, status, body, now_ms),
+                }
             }
-            (State::AwaitFormat(id, c, f, reason), Event::CallReply { id: got, status, body }) if id == got => {
-                self.on_format(c, f, reason, status, body, now_ms)
-            }
-            (State::AwaitLlm(id, _) | State::AwaitFormat(id, ..), Event::CallFailed { id: got, failure })
+            (State::AwaitFormat(id, c, f, reason), Event::CallReply { id: got, status, headers, body })
                 if id == got =>
             {
-                let (status, code) =
-                    if *failure == Failure::Timeout { (504, "llm_timeout") } else { (502, "llm_unavailable") };
-                self.fail(AgentError::new(status, code, format!("the LLM call {failure}")))
+                match self.retry_llm(now_ms, id, retry::status_wait(status, headers)) {
+                    true => (State::AwaitFormat(id, c, f, reason), Vec::new()),
+                    false => self.on_format(c, f, reason, status, body, now_ms),
+                }
             }
-            (State::AwaitTools(c, mut b), Event::CallReply { id, status, body }) if b.waits_for(id) => {
-                b.reply(id, |name| convo::tool_observation(&self.cfg, name, status, body));
+            (state @ (State::AwaitLlm(..) | State::AwaitFormat(..)), Event::CallFailed { id, failure })
+                if llm_call_of(&state) == Some(id) =>
+            {
+                self.on_llm_failed(state, id, failure, now_ms)
+            }
+            (state @ (State::AwaitLlm(..) | State::AwaitFormat(..)), Event::Wake) => self.resend_llm(state, now_ms),
+            (State::AwaitTools(c, mut b), Event::CallReply { id, status, headers, body }) if b.waits_for(id) => {
+                self.expiry.remove(&id);
+                let wait = retry::status_wait(status, headers);
+                if !self.retry_tool(&mut b, id, wait, now_ms) {
+                    b.reply(id, |name| convo::tool_observation(&self.cfg, name, status, headers, body));
+                }
                 self.on_tool_done(c, b, now_ms)
             }
             (State::AwaitTools(c, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
-                b.reply(id, |name| format!("The call to '{name}' {failure}."));
+                let failure = self.classify(id, failure, now_ms);
+                let wait = retry::failure_wait(&failure);
+                if !self.retry_tool(&mut b, id, wait, now_ms) {
+                    b.reply(id, |name| format!("The call to '{name}' {failure}."));
+                }
+                self.on_tool_done(c, b, now_ms)
+            }
+            (State::AwaitTools(c, mut b), Event::Wake) => {
+                b.wake(now_ms);
                 self.on_tool_done(c, b, now_ms)
             }
             (state, event) => {
@@ -146,7 +204,7 @@ impl Agent {
         }
     }
 
-    fn start(&mut self, body: &[u8]) -> Step {
+    fn start(&mut self, body: &[u8], now_ms: u64) -> Step {
         let req = match ChatRequest::parse(body) {
             Ok(r) => r,
             Err(e) => return self.fail(AgentError::new(400, "invalid_request", e)),
@@ -157,13 +215,38 @@ impl Agent {
             Ok(t) => self.json = t,
             Err(e) => return self.fail(e),
         }
-        match Convo::start(&self.cfg, req) {
-            Ok((c, body)) => (State::AwaitFirstLlm(c), vec![Command::Forward { body }]),
-            Err(e) => self.fail(e),
+        let (c, body) = match Convo::start(&self.cfg, req) {
+            Ok(started) => started,
+            Err(e) => return self.fail(e),
+        };
+        if self.cfg.loop_phase == LoopPhase::Request {
+            // Every turn is a callout, the first one too: it can be retried, and its failure still has
+            // its own status.
+            let body = c.first_callout_body(&self.cfg, body);
+            let (id, call) = self.llm_call(body, now_ms);
+            return (State::AwaitLlm(id, c), vec![Command::Dispatch(call)]);
         }
+        if body.len() > self.cfg.max_response_bytes {
+            return self.fail(AgentError::new(
+                413,
+                "request_too_large",
+                format!(
+                    "the rewritten request is {} bytes, more than maxResponseBytes ({})",
+                    body.len(),
+                    self.cfg.max_response_bytes
+                ),
+            ));
+        }
+        (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
     }
 
     fn on_llm(&mut self, mut c: Convo, status: u16, body: &[u8], now_ms: u64) -> Step {
+        self.llm = None;
+        self.turns += 1;
+        if self.turns == 1 && !(200..300).contains(&status) {
+            // The provider's own answer to the client's request: its status and error, as sent.
+            return (State::Done, vec![Command::Reply(upstream_error(status, body))]);
+        }
         if let Some(e) = llm_status_error(status, body) {
             return self.fail(e);
         }
@@ -199,6 +282,7 @@ impl Agent {
         while let Some((id, name, call)) = b.take(|| self.mint()) {
             let timeout = self.bounded(call.timeout_ms, now_ms);
             let call = call.into_call(id, timeout);
+            self.expiry.insert(id, now_ms + timeout);
             log::debug!(
                 "#{} tool {name}: {} {} {}",
                 self.meta.id,
@@ -208,10 +292,10 @@ impl Agent {
             );
             commands.push(Command::Dispatch(call));
         }
-        match b.into_observations() {
-            Ok(observations) => self.next_turn(c, observations, now_ms),
-            Err(b) => (State::AwaitTools(c, b), commands),
+        if b.is_complete() {
+            return self.next_turn(c, b.into_observations(), now_ms);
         }
+        (State::AwaitTools(c, b), commands)
     }
 
     /// Feeds the observations back and asks the LLM again, by callout.
@@ -224,6 +308,93 @@ impl Agent {
         (State::AwaitLlm(id, c), vec![Command::Dispatch(call)])
     }
 
+    /// A failed LLM call: sent again after a backoff while retries and time are left, else the end.
+    fn on_llm_failed(&mut self, state: State, id: CallId, failure: &Failure, now_ms: u64) -> Step {
+        let failure = self.classify(id, failure, now_ms);
+        if self.retry_llm(now_ms, id, retry::failure_wait(&failure)) {
+            return (state, Vec::new());
+        }
+        self.llm = None;
+        let (status, code) = if failure == Failure::Timeout { (504, "llm_timeout") } else { (502, "llm_unavailable") };
+        self.fail(AgentError::new(status, code, format!("the LLM call {failure}")))
+    }
+
+    /// Schedules the in-flight LLM call `id` to be sent again, if `wait` says it may be retried and
+    /// a retry is left that ends before the deadline.
+    fn retry_llm(&mut self, now_ms: u64, id: CallId, wait: Option<retry::Wait>) -> bool {
+        self.expiry.remove(&id);
+        let (Some(wait), Some(r)) = (wait, self.llm.as_mut()) else {
+            return false;
+        };
+        if r.attempt >= self.cfg.llm.max_retries {
+            return false;
+        }
+        let Some(due) = self.backoff.due(now_ms, r.attempt, wait, self.meta.now_ms + self.cfg.llm.max_request_time_ms)
+        else {
+            return false;
+        };
+        r.attempt += 1;
+        r.due = Some(due);
+        log::info!(
+            "#{} LLM call {} {}; retry {} of {} in {} ms",
+            self.meta.id,
+            id.0,
+            wait.why(),
+            r.attempt,
+            self.cfg.llm.max_retries,
+            due - now_ms
+        );
+        true
+    }
+
+    /// The backoff of the LLM call is over: the same request goes out again under a new id.
+    fn resend_llm(&mut self, state: State, now_ms: u64) -> Step {
+        let Some(mut r) = self.llm.take().filter(|r| r.due.is_some_and(|d| d <= now_ms)) else {
+            return (state, Vec::new());
+        };
+        let id = self.mint();
+        r.due = None;
+        r.call.id = id;
+        r.call.timeout_ms = self.bounded(self.cfg.llm.upstream.timeout_ms, now_ms);
+        self.expiry.insert(id, now_ms + r.call.timeout_ms);
+        let call = r.call.clone();
+        self.llm = Some(r);
+        let state = match state {
+            State::AwaitLlm(_, c) => State::AwaitLlm(id, c),
+            State::AwaitFormat(_, c, f, reason) => State::AwaitFormat(id, c, f, reason),
+            other => other,
+        };
+        (state, vec![Command::Dispatch(call)])
+    }
+
+    /// A tool call sent again later, if its API allows retries for its method.
+    fn retry_tool(&mut self, b: &mut Batch, id: CallId, wait: Option<retry::Wait>, now_ms: u64) -> bool {
+        let Some(wait) = wait else {
+            return false;
+        };
+        let Some(attempt) = b.attempts_left(id).map(|(done, _)| done) else {
+            return false;
+        };
+        let Some(due) = self.backoff.due(now_ms, attempt, wait, self.deadline()) else {
+            return false;
+        };
+        let retried = b.retry_later(id, due);
+        if retried {
+            log::info!("#{} tool call {} {}; retried in {} ms", self.meta.id, id.0, wait.why(), due - now_ms);
+        }
+        retried
+    }
+
+    /// A reset that came when the call's own timeout was due is the timeout (Envoy reports a
+    /// timeout after response headers as a reset).
+    fn classify(&mut self, id: CallId, failure: &Failure, now_ms: u64) -> Failure {
+        let expiry = self.expiry.remove(&id);
+        match failure {
+            Failure::Broken(_) if expiry.is_some_and(|e| now_ms + TIMEOUT_SLACK_MS >= e) => Failure::Timeout,
+            other => other.clone(),
+        }
+    }
+
     fn on_format(
         &mut self,
         mut c: Convo,
@@ -233,6 +404,7 @@ impl Agent {
         body: &[u8],
         now_ms: u64,
     ) -> Step {
+        self.llm = None;
         if let Some(e) = llm_status_error(status, body) {
             return self.fail(e);
         }
@@ -254,7 +426,11 @@ impl Agent {
         let id = self.mint();
         let cfg = Rc::clone(&self.cfg);
         let llm = &cfg.llm;
-        let mut headers = vec![("content-type".to_string(), answer::JSON.to_string())];
+        let mut headers = vec![
+            ("content-type".to_string(), answer::JSON.to_string()),
+            // A compressed reply could not be read.
+            ("accept-encoding".to_string(), "identity".to_string()),
+        ];
         if let Some(key) = &llm.api_key {
             headers.push(("authorization".into(), format!("Bearer {key}")));
         }
@@ -268,6 +444,8 @@ impl Agent {
             body: Some(body),
             timeout_ms: self.bounded(llm.upstream.timeout_ms, now_ms),
         };
+        self.expiry.insert(id, now_ms + call.timeout_ms);
+        self.llm = Some(Retry { call: call.clone(), attempt: 0, due: None });
         (id, call)
     }
 
@@ -287,18 +465,31 @@ impl Agent {
         } else {
             (answer::JSON, answer::completion(&a))
         };
+        if body.len() > self.cfg.max_response_bytes {
+            return self.fail(AgentError::new(
+                502,
+                "response_too_large",
+                format!(
+                    "the answer is {} bytes as sent, more than maxResponseBytes ({}); raise maxResponseBytes \
+                     together with the listener's per_connection_buffer_limit_bytes",
+                    body.len(),
+                    self.cfg.max_response_bytes
+                ),
+            ));
+        }
         (State::Done, vec![Command::Reply(Reply { status: 200, content_type, body })])
     }
 
     fn fail(&mut self, e: AgentError) -> Step {
         log::info!("#{} request failed ({}): {}", self.meta.id, e.status, truncate(&e.message, 300));
-        let err = answer::error(&e.message, e.kind(), e.code);
+        self.llm = None;
+        let err = answer::error(&truncate(&e.message, MAX_ERROR_MESSAGE_BYTES), e.kind(), e.code);
         // Before the upstream answered, the status is still ours to set: a plain JSON error, as
         // OpenAI sends for a rejected request, even when a stream was asked for.
-        let (content_type, body) = if self.stream && self.responding {
-            (answer::SSE, answer::error_sse(&err))
-        } else {
-            (answer::JSON, err.to_string().into_bytes())
+        let (content_type, body) = match (self.responding, self.stream) {
+            (true, true) => (answer::SSE, answer::error_sse(&err)),
+            (true, false) => (answer::JSON, answer::late_error(err)),
+            (false, _) => (answer::JSON, err.to_string().into_bytes()),
         };
         (State::Done, vec![Command::Reply(Reply { status: e.status, content_type, body })])
     }
@@ -336,11 +527,41 @@ fn llm_status_error(status: u16, body: &[u8]) -> Option<AgentError> {
     })
 }
 
+/// The LLM call a state waits for.
+fn llm_call_of(state: &State) -> Option<CallId> {
+    match state {
+        State::AwaitLlm(id, _) | State::AwaitFormat(id, ..) => Some(*id),
+        _ => None,
+    }
+}
+
+/// The provider's answer to the first turn when it is an error: an OpenAI error object passes as it
+/// is; anything else (Envoy's own plain-text 503/504, a proxy's HTML page) is wrapped in one, with
+/// the same status.
+fn upstream_error(status: u16, body: &[u8]) -> Reply {
+    let is_openai_error =
+        serde_json::from_slice::<Value>(body).is_ok_and(|v| v.get("error").is_some_and(Value::is_object));
+    if is_openai_error && body.len() <= MAX_ERROR_MESSAGE_BYTES * 4 {
+        return Reply { status, content_type: answer::JSON, body: body.to_vec() };
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    let message = if text.is_empty() {
+        format!("the LLM upstream answered HTTP {status} with no body")
+    } else {
+        format!("the LLM upstream answered HTTP {status}: {}", truncate(text, 500))
+    };
+    let kind = if (400..500).contains(&status) { "invalid_request_error" } else { "api_error" };
+    let body = answer::error(&message, kind, "upstream_error").to_string().into_bytes();
+    Reply { status, content_type: answer::JSON, body }
+}
+
 fn describe(e: &Event<'_>) -> String {
     match e {
         Event::ClientRequest { .. } => "client request".into(),
         Event::UpstreamReply { status, .. } => format!("upstream reply {status}"),
         Event::CallReply { id, status, .. } => format!("reply {status} to call {}", id.0),
         Event::CallFailed { id, .. } => format!("failure of call {}", id.0),
+        Event::Wake => "wake-up".into(),
     }
 }

@@ -38,11 +38,18 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
 
 pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     let mut message = reply.message;
-    if reply.tool_calls.is_empty() {
+    if reply.tool_calls.is_empty() && !reply.content.trim().is_empty() {
         return Next::Answer { content: reply.content, finish_reason: "stop" };
     }
     if c.final_ask {
         return c.limit_answer(cfg);
+    }
+    if reply.tool_calls.is_empty() {
+        // Neither an answer nor a call: malformed output, asked again as ReAct mode does. Never an
+        // empty answer.
+        c.iterations += 1;
+        c.call_ids.clear();
+        return Next::Tools(vec![Work::Known(cfg.template.empty_reply_reminder().to_string())]);
     }
     // Providers that omit call ids still need them matched by the tool messages.
     let ids: Vec<String> = reply
@@ -100,6 +107,10 @@ fn parse_arguments(text: &str) -> Result<Value, String> {
 }
 
 pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bool) {
+    if c.call_ids.is_empty() {
+        // No call to answer: a correction of an empty reply, as the user.
+        c.messages.push(json!({"role": "user", "content": observations.join("\n")}));
+    }
     for (id, content) in c.call_ids.drain(..).zip(observations) {
         c.messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
     }

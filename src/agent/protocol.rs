@@ -38,15 +38,19 @@ pub enum Event<'a> {
         body: &'a [u8],
         headers_sent: bool,
     },
+    /// A callout's reply; header names are lower case.
     CallReply {
         id: CallId,
         status: u16,
+        headers: &'a [(String, String)],
         body: &'a [u8],
     },
     CallFailed {
         id: CallId,
         failure: &'a Failure,
     },
+    /// The time the agent asked for with `Command::WakeAt` has come (a retry's backoff is over).
+    Wake,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,4 +83,6 @@ pub enum Command {
     Dispatch(Call),
     /// The answer for the client; the request is over.
     Reply(Reply),
+    /// Send `Event::Wake` once the host's clock reaches this many milliseconds.
+    WakeAt(u64),
 }

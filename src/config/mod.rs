@@ -18,6 +18,10 @@ pub const DEFAULT_MAX_REQUEST_TIME_MS: u64 = 300_000;
 pub const DEFAULT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
 pub const DEFAULT_MAX_PARALLEL_TOOL_CALLS: usize = 8;
 pub const DEFAULT_JSON_RETRIES: u32 = 3;
+pub const DEFAULT_LLM_RETRIES: u32 = 2;
+/// Below Envoy's default `per_connection_buffer_limit_bytes` (1 MiB): a body the filter writes past the
+/// listener's limit makes Envoy reset the stream inside the write, which can take the process down.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 768 * 1024;
 /// OpenAI's limits on function tools.
 pub const MAX_NATIVE_TOOLS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -52,6 +56,16 @@ pub enum Mode {
     Native,
 }
 
+/// Where the loop runs. `Response`: the route's upstream answers the first turn and the loop runs while
+/// the client's response is held (status 200 is out before the answer is known). `Request`: the
+/// client's request is held, every turn is a callout, and the answer is a local reply with its real
+/// status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopPhase {
+    Request,
+    Response,
+}
+
 /// Where a callout goes: the Envoy cluster, the `:authority` it carries, and how long it may take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upstream {
@@ -80,6 +94,8 @@ pub struct Llm {
     pub max_request_time_ms: u64,
     pub max_observation_bytes: usize,
     pub max_parallel_tool_calls: usize,
+    /// Retries of an LLM call that failed with 429, 5xx, a reset or a timeout.
+    pub max_retries: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +110,9 @@ pub struct Api {
     pub upstream: Upstream,
     pub api_key: Option<ApiKey>,
     pub headers: Vec<(String, String)>,
+    /// Retries of a GET or HEAD tool call that failed with 429, 5xx, a reset or a timeout (opt-in:
+    /// other methods may not be idempotent).
+    pub max_retries: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -107,6 +126,9 @@ pub struct JsonResp {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub mode: Mode,
+    pub loop_phase: LoopPhase,
+    /// The largest body the filter writes (the answer, the rewritten first request), measured as sent.
+    pub max_response_bytes: usize,
     pub llm: Llm,
     pub apis: Vec<Api>,
     pub tools: Catalog,
@@ -143,6 +165,13 @@ impl Config {
             Some("native") => Mode::Native,
             Some(other) => return Err(root.err("mode", format!("must be 'react' or 'native', found '{other}'"))),
         };
+        let loop_phase = match root.opt_str("loop")?.as_deref() {
+            None | Some("response") => LoopPhase::Response,
+            Some("request") => LoopPhase::Request,
+            Some(other) => return Err(root.err("loop", format!("must be 'request' or 'response', found '{other}'"))),
+        };
+        let max_response_bytes =
+            root.opt_uint("maxResponseBytes", 4096, 1 << 30)?.map_or(DEFAULT_MAX_RESPONSE_BYTES, |n| n as usize);
         let llm = parse_llm(root.opt_object("llm")?.ok_or_else(|| root.err("llm", "required"))?)?;
         let mut warnings = Vec::new();
         let (apis, tools) = parse_apis(&mut root, &mut warnings)?;
@@ -174,6 +203,8 @@ impl Config {
         let native_tools_json = Value::Array(native_tools.clone()).to_string();
         Ok(Config {
             mode,
+            loop_phase,
+            max_response_bytes,
             llm,
             apis,
             tools,
@@ -185,6 +216,32 @@ impl Config {
             json_resp,
             warnings,
         })
+    }
+}
+
+impl Config {
+    /// Every configured secret, as written and as it appears percent-encoded in a query string, for
+    /// redaction from logs: `llm.apiKey`, `apiKey` values and static header values.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut raw: Vec<&str> = self.llm.api_key.iter().map(String::as_str).collect();
+        for api in &self.apis {
+            match &api.api_key {
+                Some(ApiKey::Header { value, .. } | ApiKey::Query { value, .. }) => raw.push(value),
+                None => {}
+            }
+            raw.extend(api.headers.iter().map(|(_, v)| v.as_str()));
+        }
+        let mut out: Vec<String> = Vec::new();
+        for s in raw.into_iter().filter(|s| !s.trim().is_empty()) {
+            for form in [s.to_string(), crate::openapi::call::encode_query(s)] {
+                if !out.contains(&form) {
+                    out.push(form);
+                }
+            }
+        }
+        // Longest first, so a secret that contains another is replaced whole.
+        out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        out
     }
 }
 
@@ -234,6 +291,7 @@ fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {
         f.opt_uint("maxObservationBytes", 64, 1 << 24)?.map_or(DEFAULT_MAX_OBSERVATION_BYTES, |n| n as usize);
     let max_parallel_tool_calls =
         f.opt_uint("maxParallelToolCalls", 1, 128)?.map_or(DEFAULT_MAX_PARALLEL_TOOL_CALLS, |n| n as usize);
+    let max_retries = f.opt_uint("maxRetries", 0, 10)?.map_or(DEFAULT_LLM_RETRIES, |n| n as u32);
     f.deny_unknown()?;
     Ok(Llm {
         upstream,
@@ -245,6 +303,7 @@ fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {
         max_request_time_ms,
         max_observation_bytes,
         max_parallel_tool_calls,
+        max_retries,
     })
 }
 
@@ -283,6 +342,7 @@ fn parse_apis(root: &mut Fields<'_>, warnings: &mut Vec<String>) -> Result<(Vec<
         let upstream = parse_upstream(&mut provider)?;
         let api_key = parse_api_key(&mut provider)?;
         let headers = parse_headers(&mut provider)?;
+        let max_retries = provider.opt_uint("maxRetries", 0, 10)?.unwrap_or(0) as u32;
         let provider_path = provider.path().to_string();
         provider.deny_unknown()?;
         let spec_text = match f.required("api")? {
@@ -309,7 +369,7 @@ fn parse_apis(root: &mut Fields<'_>, warnings: &mut Vec<String>) -> Result<(Vec<
         }
         warnings.extend(loaded.warnings.into_iter().map(|w| format!("{api_path}: {w}")));
         catalog.extend(loaded.tools).map_err(|e| ConfigError::new(&api_path, e))?;
-        apis.push(Api { upstream, api_key, headers });
+        apis.push(Api { upstream, api_key, headers, max_retries });
     }
     Ok((apis, catalog))
 }

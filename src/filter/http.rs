@@ -1,25 +1,53 @@
-//! One HTTP stream. The request phase buffers the client's body and forwards the rewritten first LLM
-//! request (or answers 400 locally); the response phase buffers the LLM's reply, runs the agent's
-//! callouts, and replaces the response body with the answer. Header callbacks always return Continue
-//! (a Pause there stops the body callbacks in Envoy), so the status is sent before the answer is known:
-//! later errors go in the body.
+//! One HTTP stream. The request phase buffers the client's body; then either the rewritten first LLM
+//! request goes upstream (`loop: response`, the loop runs while the response is held) or every turn
+//! is a callout and the answer is a local reply (`loop: request`). Header callbacks always return
+//! Continue (a Pause there stops the body callbacks in Envoy), so in the response phase the status is
+//! sent before the answer is known and later errors go in the body.
 
-use super::host;
-use crate::agent::{Agent, CallId, Command, Event, Failure, RequestMeta};
-use crate::config::Config;
+use super::{abi, closed_meanwhile, header};
+use crate::agent::{Agent, Call, CallId, Command, Event, Failure, Reply, RequestMeta};
+use crate::config::{Config, LoopPhase};
 use crate::doc::truncate;
-use proxy_wasm::hostcalls;
-use proxy_wasm::traits::{Context, HttpContext};
-use proxy_wasm::types::{Action, BufferType, MapType};
+use abi::{Buffer, Map, Stream};
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::time::Duration;
+
+pub const CONTINUE: u32 = 0;
+pub const PAUSE: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Request,
     /// Response headers went out; the body is held until the agent answers.
     Response,
+}
+
+/// A callout's reply, read during its callback (the host's buffers exist only then).
+#[derive(Debug, Clone)]
+pub struct CallData {
+    token: u32,
+    status: Option<u16>,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl CallData {
+    pub fn read(token: u32, body_size: usize) -> CallData {
+        let pairs = abi::get_headers(Map::CallResponseHeaders).unwrap_or_default();
+        let mut status = None;
+        let mut headers = Vec::with_capacity(pairs.len());
+        for (k, v) in pairs {
+            let k = String::from_utf8_lossy(&k).to_ascii_lowercase();
+            let v = String::from_utf8_lossy(&v).into_owned();
+            if k == ":status" {
+                status = v.parse().ok();
+            } else {
+                headers.push((k, v));
+            }
+        }
+        let body = abi::get_buffer(Buffer::CallResponseBody, body_size).unwrap_or_default();
+        CallData { token, status, headers, body }
+    }
 }
 
 pub struct Http {
@@ -35,6 +63,13 @@ pub struct Http {
     rid: String,
     /// The upstream's status, read at response-header time (headers cannot be read in body callbacks).
     upstream_status: u16,
+    /// When the agent wants `Event::Wake`.
+    wake: Option<u64>,
+}
+
+/// Milliseconds since the Unix epoch on the host's clock.
+pub fn now_ms() -> u64 {
+    abi::now_ns().map_or(0, |ns| ns / 1_000_000)
 }
 
 impl Http {
@@ -49,50 +84,47 @@ impl Http {
             response_size: 0,
             upstream_status: 0,
             rid: String::new(),
+            wake: None,
         }
     }
 
-    /// The agent took the request, the upstream answered 2xx, and the answer is not out yet.
+    pub fn wake_at(&self) -> Option<u64> {
+        self.wake.filter(|_| self.agent.as_ref().is_some_and(|a| !a.is_done()))
+    }
+
+    fn running(&self) -> bool {
+        self.agent.as_ref().is_some_and(|a| !a.is_done())
+    }
+
+    /// The agent took the request, the upstream answered, and the answer is not out yet.
     fn awaits_upstream_body(&self) -> bool {
-        self.phase == Phase::Response && self.agent.as_ref().is_some_and(|a| !a.is_done())
+        self.phase == Phase::Response && self.running()
     }
 
     /// Whether this request is one the agent takes: a chat-completions POST with a body.
     fn is_chat_request(end_of_stream: bool) -> bool {
-        let method = host::header(MapType::HttpRequestHeaders, ":method").unwrap_or_default();
-        let path = host::header(MapType::HttpRequestHeaders, ":path").unwrap_or_default();
+        let method = header(Map::RequestHeaders, ":method").unwrap_or_default();
+        let path = header(Map::RequestHeaders, ":path").unwrap_or_default();
         let path = path.split('?').next().unwrap_or("");
-        let content_type =
-            host::header(MapType::HttpRequestHeaders, "content-type").unwrap_or_default().to_ascii_lowercase();
+        let content_type = header(Map::RequestHeaders, "content-type").unwrap_or_default().to_ascii_lowercase();
         let json = content_type.is_empty() || content_type.contains("json");
         method == "POST" && path.ends_with("/chat/completions") && json && !end_of_stream
     }
 
-    fn on_request_end(&mut self) -> Action {
-        let body = host::buffer(BufferType::HttpRequestBody, self.request_size);
-        let (now_ms, _) = host::now();
+    fn feed(&mut self, event: Event<'_>) -> u32 {
+        let now = now_ms();
         let Some(agent) = self.agent.as_mut() else {
-            return Action::Continue;
+            return CONTINUE;
         };
-        let commands = agent.handle(Event::ClientRequest { body: &body }, now_ms);
-        self.run(commands)
-    }
-
-    fn on_response_end(&mut self) -> Action {
-        let body = host::buffer(BufferType::HttpResponseBody, self.response_size);
-        let (now_ms, _) = host::now();
-        let Some(agent) = self.agent.as_mut() else {
-            return Action::Continue;
-        };
-        let commands = agent
-            .handle(Event::UpstreamReply { status: self.upstream_status, body: &body, headers_sent: true }, now_ms);
+        let commands = agent.handle(event, now);
         self.run(commands)
     }
 
     /// Runs the agent's commands; the result is what the current callback returns. A dispatch the
     /// host refuses is fed straight back to the agent as a failed call.
-    fn run(&mut self, mut commands: Vec<Command>) -> Action {
-        let mut action = Action::Pause;
+    fn run(&mut self, mut commands: Vec<Command>) -> u32 {
+        let mut action = PAUSE;
+        self.wake = None;
         while !commands.is_empty() {
             let mut next = Vec::new();
             for c in commands {
@@ -100,13 +132,15 @@ impl Http {
                     Command::Forward { body } => action = self.forward(&body),
                     Command::Dispatch(call) => {
                         if let Err(failure) = self.dispatch(&call) {
-                            let (now_ms, _) = host::now();
                             if let Some(agent) = self.agent.as_mut() {
-                                next.extend(agent.handle(Event::CallFailed { id: call.id, failure: &failure }, now_ms));
+                                next.extend(
+                                    agent.handle(Event::CallFailed { id: call.id, failure: &failure }, now_ms()),
+                                );
                             }
                         }
                     }
                     Command::Reply(reply) => action = self.reply(reply),
+                    Command::WakeAt(at) => self.wake = Some(at),
                 }
             }
             commands = next;
@@ -114,19 +148,19 @@ impl Http {
         action
     }
 
-    fn forward(&mut self, body: &[u8]) -> Action {
-        if let Err(s) = host::set_buffer(BufferType::HttpRequestBody, self.request_size, body) {
+    fn forward(&mut self, body: &[u8]) -> u32 {
+        if let Err(s) = abi::set_buffer(Buffer::RequestBody, self.request_size, body) {
             log::error!("#{} replacing the request body failed: {s:?}", self.rid);
         }
-        Action::Continue
+        CONTINUE
     }
 
-    fn dispatch(&mut self, call: &crate::agent::Call) -> Result<(), Failure> {
+    fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
         let mut headers: Vec<(&str, &str)> =
             vec![(":method", call.method), (":path", &call.path), (":authority", &call.authority)];
         headers.extend(call.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let timeout = Duration::from_millis(call.timeout_ms);
-        match hostcalls::dispatch_http_call(&call.cluster, headers, call.body.as_deref(), vec![], timeout) {
+        let timeout = u32::try_from(call.timeout_ms).unwrap_or(u32::MAX);
+        match abi::http_call(&call.cluster, &headers, call.body.as_deref(), timeout) {
             Ok(token) => {
                 log::debug!(
                     "#{} call {} → {} {} {}",
@@ -137,64 +171,193 @@ impl Http {
                     truncate(&call.path, 120)
                 );
                 self.calls.insert(token, call.id);
+                super::register_callout(token, self.id);
                 Ok(())
             }
             Err(s) => {
                 log::warn!("#{} dispatch to cluster '{}' refused: {s:?}", self.rid, call.cluster);
                 Err(Failure::NotSent(format!(
-                    "the host refused the call ({s:?}); is cluster '{}' defined?",
-                    call.cluster
+                    "the host refused the call (status {}); is cluster '{}' defined?",
+                    s.0, call.cluster
                 )))
             }
         }
     }
 
     /// The answer: a local reply in the request phase; in the response phase, the new body.
-    fn reply(&mut self, reply: crate::agent::Reply) -> Action {
+    fn reply(&mut self, reply: Reply) -> u32 {
         match self.phase {
             Phase::Request => {
-                let headers = vec![("content-type", reply.content_type)];
-                if let Err(s) = hostcalls::send_http_response(reply.status as u32, headers, Some(&reply.body)) {
+                let headers = [("content-type", reply.content_type)];
+                // Envoy defers the local reply until this callback returns: it does not re-enter.
+                if let Err(s) = abi::send_local_response(reply.status, &headers, &reply.body) {
                     log::error!("#{} local reply failed: {s:?}", self.rid);
                 }
-                Action::Pause
+                PAUSE
             }
             Phase::Response => {
                 if reply.status >= 400 {
                     log::info!("#{} late error {} sent in the body (status already sent)", self.rid, reply.status);
                 }
-                if let Err(s) = host::set_buffer(BufferType::HttpResponseBody, self.response_size, &reply.body) {
+                // The agent bounds what it writes below the listener's buffer limit; writing past it
+                // makes Envoy reset the stream inside this call (and call back into the module).
+                if let Err(s) = abi::set_buffer(Buffer::ResponseBody, self.response_size, &reply.body) {
                     log::error!("#{} replacing the response body failed: {s:?}", self.rid);
                 }
-                Action::Continue
+                if closed_meanwhile(self.id) {
+                    log::warn!("#{} the host closed the stream while the answer was written", self.rid);
+                    return PAUSE;
+                }
+                CONTINUE
             }
         }
     }
-}
 
-impl Context for Http {
-    fn on_http_call_response(&mut self, token: u32, _headers: usize, body_size: usize, _trailers: usize) {
-        let Some(id) = self.calls.remove(&token) else {
-            log::warn!("#{} reply for unknown callout token {token}", self.rid);
-            return;
-        };
-        let status = host::call_status();
-        let body = host::buffer(BufferType::HttpCallResponseBody, body_size);
-        let (now_ms, _) = host::now();
-        let failure = classify(status, &body);
-        let Some(agent) = self.agent.as_mut() else {
-            return;
-        };
-        let commands = match (&failure, status) {
-            (Some(f), _) => agent.handle(Event::CallFailed { id, failure: f }, now_ms),
-            (None, Some(status)) => agent.handle(Event::CallReply { id, status, body: &body }, now_ms),
-            (None, None) => Vec::new(),
-        };
-        if self.run(commands) == Action::Continue {
-            if let Err(s) = hostcalls::resume_http_response() {
+    /// After a callout or a timer: continue the held response once the answer is in it. The request
+    /// is never resumed in the response phase, and in `loop: request` the local reply ends it.
+    fn after_async(&mut self, action: u32) {
+        if action == CONTINUE && self.phase == Phase::Response && !closed_meanwhile(self.id) {
+            if let Err(s) = abi::resume(Stream::Response) {
                 log::error!("#{} resuming the response failed: {s:?}", self.rid);
             }
         }
+    }
+
+    pub fn on_call_response(&mut self, data: CallData) {
+        let Some(id) = self.calls.remove(&data.token) else {
+            log::warn!("#{} reply for unknown callout token {}", self.rid, data.token);
+            return;
+        };
+        let action = match (classify(data.status, &data.body), data.status) {
+            (Some(f), _) => self.feed(Event::CallFailed { id, failure: &f }),
+            (None, Some(status)) => {
+                self.feed(Event::CallReply { id, status, headers: &data.headers, body: &data.body })
+            }
+            (None, None) => PAUSE,
+        };
+        self.after_async(action);
+    }
+
+    pub fn on_wake(&mut self, _now: u64) {
+        let action = self.feed(Event::Wake);
+        self.after_async(action);
+    }
+
+    fn on_request_end(&mut self) -> u32 {
+        let body = abi::get_buffer(Buffer::RequestBody, self.request_size).unwrap_or_default();
+        self.feed(Event::ClientRequest { body: &body })
+    }
+
+    fn on_response_end(&mut self) -> u32 {
+        let body = abi::get_buffer(Buffer::ResponseBody, self.response_size).unwrap_or_default();
+        let status = self.upstream_status;
+        self.feed(Event::UpstreamReply { status, body: &body, headers_sent: true })
+    }
+
+    pub fn on_request_headers(&mut self, end_of_stream: bool) -> u32 {
+        let Some(cfg) = &self.config else {
+            return CONTINUE;
+        };
+        if !Self::is_chat_request(end_of_stream) {
+            return CONTINUE;
+        }
+        let now_ns = abi::now_ns().unwrap_or(0);
+        let now_ms = now_ns / 1_000_000;
+        let meta = RequestMeta {
+            id: format!("{now_ms:x}{:04x}", self.id),
+            now_ms,
+            unix_s: now_ms / 1000,
+            seed: now_ns ^ (u64::from(self.id) << 32),
+        };
+        self.rid = meta.id.clone();
+        if let Some(key) = &cfg.llm.api_key {
+            // The consumer's credentials are for the gateway, never for the provider.
+            set_header(Map::RequestHeaders, "authorization", Some(&format!("Bearer {key}")));
+        }
+        self.agent = Some(Agent::new(Rc::clone(cfg), meta));
+        set_header(Map::RequestHeaders, "content-length", None);
+        set_header(Map::RequestHeaders, "accept-encoding", None);
+        CONTINUE
+    }
+
+    pub fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> u32 {
+        if self.agent.is_none() {
+            return CONTINUE;
+        }
+        self.request_size = size;
+        if !end_of_stream {
+            return PAUSE;
+        }
+        self.on_request_end()
+    }
+
+    pub fn on_request_trailers(&mut self) -> u32 {
+        if self.running() && self.phase == Phase::Request {
+            return self.on_request_end();
+        }
+        CONTINUE
+    }
+
+    pub fn on_response_headers(&mut self, end_of_stream: bool) -> u32 {
+        if !self.running() {
+            return CONTINUE;
+        }
+        let status = header(Map::ResponseHeaders, ":status").unwrap_or_default();
+        if self.config.as_ref().is_some_and(|c| c.loop_phase == LoopPhase::Request) {
+            // The route's upstream got only the headers; what it says is not a turn of the loop.
+            log::warn!("#{} the route's upstream answered {status} while the loop ran; passed to the client", self.rid);
+            self.agent = None;
+            return CONTINUE;
+        }
+        self.upstream_status = status.parse().unwrap_or(0);
+        let ok = (200..300).contains(&self.upstream_status);
+        let content_type = header(Map::ResponseHeaders, "content-type").unwrap_or_default().to_ascii_lowercase();
+        if !ok && content_type.contains("json") {
+            // The provider's own JSON error: the client sees it as it is.
+            log::info!("#{} upstream LLM answered {status}; passed through", self.rid);
+            self.agent = None;
+            return CONTINUE;
+        }
+        if end_of_stream {
+            // Headers only: Envoy calls no body callback. The agent reads the empty reply now, while
+            // its error can still go out as a local reply with its own status.
+            let status = self.upstream_status;
+            return self.feed(Event::UpstreamReply { status, body: &[], headers_sent: false });
+        }
+        self.phase = Phase::Response;
+        let stream = ok && self.agent.as_ref().is_some_and(Agent::wants_stream);
+        let content_type = if stream { "text/event-stream" } else { "application/json" };
+        set_header(Map::ResponseHeaders, "content-length", None);
+        set_header(Map::ResponseHeaders, "content-type", Some(content_type));
+        CONTINUE
+    }
+
+    pub fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> u32 {
+        if !self.awaits_upstream_body() {
+            return CONTINUE;
+        }
+        self.response_size = size;
+        if !end_of_stream {
+            return PAUSE;
+        }
+        self.on_response_end()
+    }
+
+    pub fn on_response_trailers(&mut self) -> u32 {
+        if !self.awaits_upstream_body() {
+            return CONTINUE;
+        }
+        self.on_response_end()
+    }
+}
+
+fn set_header(map: Map, name: &str, value: Option<&str>) {
+    let r = match value {
+        Some(v) => abi::set_header(map, name, v),
+        None => abi::remove_header(map, name),
+    };
+    if let Err(s) = r {
+        log::warn!("setting header {name} failed: {s:?}");
     }
 }
 
@@ -207,96 +370,5 @@ fn classify(status: Option<u16>, body: &[u8]) -> Option<Failure> {
             Some(Failure::Broken(String::from_utf8_lossy(body).into_owned()))
         }
         Some(_) => None,
-    }
-}
-
-impl HttpContext for Http {
-    fn on_http_request_headers(&mut self, _n: usize, end_of_stream: bool) -> Action {
-        let Some(cfg) = &self.config else {
-            return Action::Continue;
-        };
-        if !Self::is_chat_request(end_of_stream) {
-            return Action::Continue;
-        }
-        let (now_ms, unix_s) = host::now();
-        let meta = RequestMeta { id: format!("{now_ms:x}{:04x}", self.id), now_ms, unix_s };
-        self.rid = meta.id.clone();
-        if let Some(key) = &cfg.llm.api_key {
-            // The consumer's credentials are for the gateway, never for the provider.
-            host::set_header(MapType::HttpRequestHeaders, "authorization", Some(&format!("Bearer {key}")));
-        }
-        self.agent = Some(Agent::new(Rc::clone(cfg), meta));
-        host::set_header(MapType::HttpRequestHeaders, "content-length", None);
-        host::set_header(MapType::HttpRequestHeaders, "accept-encoding", None);
-        Action::Continue
-    }
-
-    fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
-        if self.agent.is_none() {
-            return Action::Continue;
-        }
-        self.request_size = size;
-        if !end_of_stream {
-            return Action::Pause;
-        }
-        self.on_request_end()
-    }
-
-    fn on_http_request_trailers(&mut self, _n: usize) -> Action {
-        match &self.agent {
-            Some(a) if !a.is_done() && self.phase == Phase::Request => self.on_request_end(),
-            _ => Action::Continue,
-        }
-    }
-
-    fn on_http_response_headers(&mut self, _n: usize, end_of_stream: bool) -> Action {
-        let Some(agent) = &self.agent else {
-            return Action::Continue;
-        };
-        if agent.is_done() {
-            return Action::Continue;
-        }
-        let status = host::header(MapType::HttpResponseHeaders, ":status").unwrap_or_default();
-        self.upstream_status = status.parse().unwrap_or(0);
-        if !(200..300).contains(&self.upstream_status) {
-            // The provider's own error: the client sees it as it is.
-            log::info!("#{} upstream LLM answered {status}; passed through", self.rid);
-            self.agent = None;
-            return Action::Continue;
-        }
-        if end_of_stream {
-            // Headers only: Envoy calls no body callback. The agent reads the empty reply now, while
-            // its error can still go out as a local reply with its own status.
-            let (now_ms, _) = host::now();
-            let status = self.upstream_status;
-            let commands = self
-                .agent
-                .as_mut()
-                .map(|a| a.handle(Event::UpstreamReply { status, body: &[], headers_sent: false }, now_ms));
-            return self.run(commands.unwrap_or_default());
-        }
-        self.phase = Phase::Response;
-        let content_type = if agent.wants_stream() { "text/event-stream" } else { "application/json" };
-        host::set_header(MapType::HttpResponseHeaders, "content-length", None);
-        host::set_header(MapType::HttpResponseHeaders, "content-type", Some(content_type));
-        Action::Continue
-    }
-
-    fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
-        if !self.awaits_upstream_body() {
-            return Action::Continue;
-        }
-        self.response_size = size;
-        if !end_of_stream {
-            return Action::Pause;
-        }
-        self.on_response_end()
-    }
-
-    fn on_http_response_trailers(&mut self, _n: usize) -> Action {
-        if !self.awaits_upstream_body() {
-            return Action::Continue;
-        }
-        self.on_response_end()
     }
 }

@@ -1,70 +1,321 @@
 //! The Proxy-Wasm host shim (wasm32 only): the only code that touches the host. It parses the
-//! configuration once, maps host events to agent events, and runs the agent's commands. See
-//! `../shared/notes/envoy-proxy-wasm.md` for why each rule here exists. Host calls go through
-//! `hostcalls` (which return `Result`) rather than the SDK's trait helpers, which unwrap and so panic on
-//! an unexpected host status.
+//! configuration once, maps host callbacks to the HTTP context of each stream, and runs timers for
+//! retries. See `../shared/notes/envoy-proxy-wasm.md` for why each rule here exists.
+//!
+//! Re-entrancy: Envoy can call back into the module from inside a host call (writing a body past the
+//! buffer limit resets the stream and calls `proxy_on_log` inside `proxy_set_buffer_bytes`; a callout
+//! that fails at once can be reported inside `proxy_http_call`). No borrow is held across a host call:
+//! a stream's context is taken out of the table while one of its callbacks runs. A callback that comes
+//! for a context that is out is recorded (the stream closed, a callout replied) and handled when the
+//! running callback returns.
 
-mod host;
+mod abi;
 mod http;
+mod logger;
 
 use crate::config::Config;
-use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{ContextType, LogLevel};
+use abi::Map;
+use http::{CallData, Http};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const BUILD: &str = env!("API_AGENT_BUILD");
+/// Timer resolution for retry backoffs, while any retry waits.
+const TICK_MS: u32 = 20;
 
-proxy_wasm::main! {{
-    // Host calls are not allowed here (Envoy: "restricted_callback"); the level is read at VM start.
-    proxy_wasm::set_log_level(LogLevel::Info);
-    proxy_wasm::set_root_context(|_| Box::new(Root { config: None }));
-}}
+const CONTINUE: u32 = 0;
 
-struct Root {
-    config: Option<Rc<Config>>,
+enum Slot {
+    Here(Box<Http>),
+    /// A callback of this stream is running; what came for it meanwhile.
+    Busy {
+        closed: bool,
+        replies: Vec<CallData>,
+    },
 }
 
-impl Context for Root {}
+#[derive(Default)]
+struct Vm {
+    root_id: u32,
+    config: Option<Rc<Config>>,
+    streams: BTreeMap<u32, Slot>,
+    /// Callout tokens → the stream that made the call.
+    callouts: BTreeMap<u32, u32>,
+    /// Streams waiting for a wake-up, and when (host milliseconds).
+    timers: BTreeMap<u32, u64>,
+    ticking: bool,
+}
 
-impl RootContext for Root {
-    fn on_vm_start(&mut self, _size: usize) -> bool {
-        if let Ok(level) = proxy_wasm::hostcalls::get_log_level() {
-            proxy_wasm::set_log_level(level);
+thread_local! {
+    static VM: RefCell<Vm> = RefCell::new(Vm::default());
+}
+
+#[cfg(target_os = "wasi")]
+extern "C" {
+    fn __wasm_call_ctors();
+}
+
+#[no_mangle]
+pub extern "C" fn _initialize() {
+    #[cfg(target_os = "wasi")]
+    // SAFETY: the reactor's static constructors, run once before anything else, as WASI requires.
+    unsafe {
+        __wasm_call_ctors();
+    }
+    // Host calls are not allowed here (Envoy: "restricted_callback"); the level is read at VM start.
+    logger::install();
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_abi_version_0_2_1() {}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_context_create(id: u32, root_id: u32) {
+    VM.with(|vm| {
+        let mut vm = vm.borrow_mut();
+        if root_id == 0 {
+            vm.root_id = id;
+        } else {
+            let http = Box::new(Http::new(id, vm.config.clone()));
+            vm.streams.insert(id, Slot::Here(http));
         }
-        log::info!("api-agent {VERSION} ({BUILD}) started");
-        true
-    }
+    });
+}
 
-    fn on_configure(&mut self, _size: usize) -> bool {
-        let bytes = host::plugin_configuration();
-        match Config::from_slice(&bytes) {
-            Ok(cfg) => {
-                for w in &cfg.warnings {
-                    log::warn!("api-agent configuration: {w}");
-                }
-                log::info!(
-                    "api-agent configured: {} tool(s) from {} API(s), mode {:?}, LLM cluster '{}'",
-                    cfg.tools.len(),
-                    cfg.apis.len(),
-                    cfg.mode,
-                    cfg.llm.upstream.cluster
-                );
-                self.config = Some(Rc::new(cfg));
-                true
+#[no_mangle]
+pub extern "C" fn proxy_on_vm_start(_id: u32, _size: usize) -> u32 {
+    logger::read_level();
+    log::info!("api-agent {VERSION} ({BUILD}) started");
+    1
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_configure(_id: u32, _size: usize) -> u32 {
+    let bytes = abi::get_buffer(abi::Buffer::PluginConfiguration, usize::MAX).unwrap_or_default();
+    match Config::from_slice(&bytes) {
+        Ok(cfg) => {
+            logger::set_secrets(cfg.secrets());
+            for w in &cfg.warnings {
+                log::warn!("api-agent configuration: {w}");
             }
-            Err(e) => {
-                log::error!("api-agent configuration rejected: {e}");
-                false
-            }
+            log::info!(
+                "api-agent configured: {} tool(s) from {} API(s), mode {:?}, loop {:?}, LLM cluster '{}'",
+                cfg.tools.len(),
+                cfg.apis.len(),
+                cfg.mode,
+                cfg.loop_phase,
+                cfg.llm.upstream.cluster
+            );
+            VM.with(|vm| vm.borrow_mut().config = Some(Rc::new(cfg)));
+            1
+        }
+        Err(e) => {
+            log::error!("api-agent configuration rejected: {e}");
+            0
         }
     }
+}
 
-    fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(http::Http::new(context_id, self.config.clone())))
-    }
+#[no_mangle]
+pub extern "C" fn proxy_on_request_headers(id: u32, _n: usize, eos: u32) -> u32 {
+    with_stream(id, |h| h.on_request_headers(eos != 0)).unwrap_or(CONTINUE)
+}
 
-    fn get_type(&self) -> Option<ContextType> {
-        Some(ContextType::HttpContext)
+#[no_mangle]
+pub extern "C" fn proxy_on_request_body(id: u32, size: usize, eos: u32) -> u32 {
+    with_stream(id, |h| h.on_request_body(size, eos != 0)).unwrap_or(CONTINUE)
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_request_trailers(id: u32, _n: usize) -> u32 {
+    with_stream(id, Http::on_request_trailers).unwrap_or(CONTINUE)
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_headers(id: u32, _n: usize, eos: u32) -> u32 {
+    with_stream(id, |h| h.on_response_headers(eos != 0)).unwrap_or(CONTINUE)
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_body(id: u32, size: usize, eos: u32) -> u32 {
+    with_stream(id, |h| h.on_response_body(size, eos != 0)).unwrap_or(CONTINUE)
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_trailers(id: u32, _n: usize) -> u32 {
+    with_stream(id, Http::on_response_trailers).unwrap_or(CONTINUE)
+}
+
+/// Envoy calls this on the root context: the stream is found by the callout's token.
+#[no_mangle]
+pub extern "C" fn proxy_on_http_call_response(root_id: u32, token: u32, _headers: usize, body_size: usize, _t: usize) {
+    let Some(id) = VM.with(|vm| vm.borrow_mut().callouts.remove(&token)) else {
+        log::warn!("reply for unknown callout token {token} (its stream is gone)");
+        return;
+    };
+    // Reads and host calls from here on are this stream's.
+    if let Err(s) = abi::set_effective_context(id) {
+        log::warn!("stream {id} is gone ({s:?}); the reply to callout {token} is dropped");
+        return;
     }
+    // The reply's buffers exist only during this callback: read them now, whoever handles them.
+    let data = CallData::read(token, body_size);
+    let queued = VM.with(|vm| match vm.borrow_mut().streams.get_mut(&id) {
+        Some(Slot::Busy { replies, .. }) => {
+            replies.push(data.clone());
+            true
+        }
+        _ => false,
+    });
+    if queued {
+        log::debug!("callout {token} answered while its stream's callback ran; handled after it");
+    } else {
+        with_stream(id, |h| h.on_call_response(data));
+    }
+    let _ = abi::set_effective_context(root_id);
+}
+
+/// Remembers which stream callout `token` belongs to.
+fn register_callout(token: u32, stream: u32) {
+    VM.with(|vm| vm.borrow_mut().callouts.insert(token, stream));
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_tick(root_id: u32) {
+    let now = http::now_ms();
+    let due: Vec<u32> =
+        VM.with(|vm| vm.borrow().timers.iter().filter(|(_, at)| **at <= now).map(|(id, _)| *id).collect());
+    for id in due {
+        // Host calls made for a stream (callouts, resuming) must act on that stream.
+        if abi::set_effective_context(id).is_ok() {
+            with_stream(id, |h| h.on_wake(now));
+        }
+    }
+    let _ = abi::set_effective_context(root_id);
+    sync_tick(None);
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_log(id: u32) {
+    mark_closed(id);
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_done(id: u32) -> u32 {
+    mark_closed(id);
+    1
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_delete(id: u32) {
+    VM.with(|vm| {
+        let mut vm = vm.borrow_mut();
+        vm.timers.remove(&id);
+        vm.callouts.retain(|_, stream| *stream != id);
+        match vm.streams.get_mut(&id) {
+            // Deleted from inside one of its own callbacks: dropped when that returns.
+            Some(Slot::Busy { closed, .. }) => *closed = true,
+            _ => {
+                vm.streams.remove(&id);
+            }
+        }
+    });
+}
+
+fn mark_closed(id: u32) {
+    VM.with(|vm| {
+        if let Some(Slot::Busy { closed, .. }) = vm.borrow_mut().streams.get_mut(&id) {
+            log::debug!("stream {id} closed by the host inside one of its callbacks");
+            *closed = true;
+        }
+    });
+}
+
+/// Whether the host closed stream `id` while one of its callbacks runs (the shim stops touching it).
+fn closed_meanwhile(id: u32) -> bool {
+    VM.with(|vm| matches!(vm.borrow().streams.get(&id), Some(Slot::Busy { closed: true, .. })))
+}
+
+/// Runs `f` on stream `id`'s context with no borrow of the table held, then the callout replies that
+/// came in meanwhile; puts the context back unless the host closed the stream. `None`: no such
+/// context, or one of its callbacks is already running (a re-entrant call, which is logged).
+fn with_stream<R>(id: u32, f: impl FnOnce(&mut Http) -> R) -> Option<R> {
+    let taken = VM.with(|vm| {
+        let mut vm = vm.borrow_mut();
+        let slot = vm.streams.get_mut(&id)?;
+        match std::mem::replace(slot, Slot::Busy { closed: false, replies: Vec::new() }) {
+            Slot::Here(h) => Some(h),
+            busy => {
+                *slot = busy;
+                None
+            }
+        }
+    });
+    let Some(mut h) = taken else {
+        if VM.with(|vm| vm.borrow().streams.contains_key(&id)) {
+            log::warn!("stream {id}: a host callback re-entered a running one; ignored");
+        }
+        return None;
+    };
+    let result = f(&mut h);
+    loop {
+        let replies = VM.with(|vm| match vm.borrow_mut().streams.get_mut(&id) {
+            Some(Slot::Busy { replies, closed: false }) => std::mem::take(replies),
+            _ => Vec::new(),
+        });
+        if replies.is_empty() {
+            break;
+        }
+        for r in replies {
+            h.on_call_response(r);
+        }
+    }
+    let wake = h.wake_at();
+    VM.with(|vm| {
+        let mut vm = vm.borrow_mut();
+        let closed = matches!(vm.streams.get(&id), Some(Slot::Busy { closed: true, .. }) | None);
+        match (closed, wake) {
+            (false, Some(at)) => {
+                vm.timers.insert(id, at);
+            }
+            _ => {
+                vm.timers.remove(&id);
+            }
+        }
+        if closed {
+            vm.streams.remove(&id);
+        } else {
+            vm.streams.insert(id, Slot::Here(h));
+        }
+    });
+    sync_tick(Some(id));
+    Some(result)
+}
+
+/// Ticks run only while some stream waits for a wake-up. The period is the root context's: it is set
+/// with the root as the effective context.
+fn sync_tick(current: Option<u32>) {
+    let (want, ticking, root) = VM.with(|vm| {
+        let vm = vm.borrow();
+        (!vm.timers.is_empty(), vm.ticking, vm.root_id)
+    });
+    if want == ticking {
+        return;
+    }
+    let _ = abi::set_effective_context(root);
+    let period = if want { TICK_MS } else { 0 };
+    match abi::set_tick_period_ms(period) {
+        Ok(()) => VM.with(|vm| vm.borrow_mut().ticking = want),
+        Err(s) => log::error!("setting the tick period to {period} ms failed: {s:?}"),
+    }
+    if let Some(id) = current {
+        let _ = abi::set_effective_context(id);
+    }
+}
+
+/// A header of a map, read as text (lossy: the SDK's `String` getters panicked on non-UTF-8).
+fn header(map: Map, name: &str) -> Option<String> {
+    abi::get_header(map, name).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned())
 }

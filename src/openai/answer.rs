@@ -120,6 +120,17 @@ pub fn error(message: &str, kind: &str, code: &str) -> Value {
     json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
 }
 
+/// An error in the body of a response whose status 200 is already out: the error object with
+/// `"choices": []`. Measured with the official clients: LangChain (`invoke` and structured output) and
+/// litellm's async client then raise with the message, and the OpenAI SDKs fail on `choices[0]`
+/// rather than on `None`; no 200 body makes the OpenAI SDKs themselves raise.
+pub fn late_error(mut err: Value) -> Vec<u8> {
+    if let Value::Object(m) = &mut err {
+        m.insert("choices".into(), Value::Array(Vec::new()));
+    }
+    err.to_string().into_bytes()
+}
+
 pub fn error_sse(err: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     push_event(&mut out, &err.to_string());

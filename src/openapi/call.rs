@@ -350,5 +350,10 @@ pub fn encode_segment(s: &str) -> String {
     encode(s, QUERY)
 }
 
+/// A query-string value as `build` writes it.
+pub fn encode_query(s: &str) -> String {
+    encode(s, QUERY)
+}
+
 #[cfg(test)]
 mod tests;

@@ -74,6 +74,15 @@ impl Template {
         }
     }
 
+    /// Native mode: said after a reply with neither content nor tool calls.
+    pub fn empty_reply_reminder(&self) -> &'static str {
+        if self.chinese {
+            "你的回复是空的。请调用一个工具，或者给出对问题的最终回答。"
+        } else {
+            "Your reply was empty. Call a tool, or give your final answer to the question."
+        }
+    }
+
     /// Said when the tool-call limit is reached: answer now, from what you have.
     pub fn final_request(&self) -> &'static str {
         if self.chinese {

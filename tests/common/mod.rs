@@ -20,6 +20,8 @@ pub enum Turn {
     Text(String),
     /// A raw HTTP reply.
     Raw(u16, String),
+    /// A raw HTTP reply with headers (lower-case names).
+    RawWith(u16, Vec<(String, String)>, String),
     /// A chat.completion whose message is this (native tool calls).
     Message(Value),
     /// The call fails (only for callouts: the first turn comes from the route).
@@ -34,6 +36,7 @@ pub fn text(s: &str) -> Turn {
 #[derive(Debug, Clone)]
 pub enum ToolReply {
     Http(u16, String),
+    HttpWith(u16, Vec<(String, String)>, String),
     Fail(Failure),
 }
 
@@ -47,6 +50,8 @@ pub struct Harness {
     pub step_ms: u64,
     /// Answer a turn's tool calls last-sent first, to check results keep the order of the calls.
     pub reverse_tools: bool,
+    /// The agent's jitter seed.
+    pub seed: u64,
 }
 
 /// Everything the run did, in order.
@@ -62,6 +67,10 @@ pub struct Outcome {
     pub max_parallel: usize,
     /// The first LLM request's body as the agent wrote it (parsing would hide duplicate keys).
     pub first_body: Vec<u8>,
+    /// Every `WakeAt` the agent asked for, with the time it was asked at: (now, at).
+    pub wakes: Vec<(u64, u64)>,
+    /// The clock when the reply came.
+    pub end_ms: u64,
 }
 
 impl Outcome {
@@ -106,7 +115,14 @@ impl Outcome {
 impl Harness {
     pub fn new(config: &str) -> Self {
         let cfg = Config::from_slice(config.as_bytes()).unwrap_or_else(|e| panic!("config: {e}"));
-        Harness { cfg: Rc::new(cfg), turns: VecDeque::new(), tools: Vec::new(), step_ms: 10, reverse_tools: false }
+        Harness {
+            cfg: Rc::new(cfg),
+            turns: VecDeque::new(),
+            tools: Vec::new(),
+            step_ms: 10,
+            reverse_tools: false,
+            seed: 42,
+        }
     }
 
     pub fn llm(mut self, turns: impl IntoIterator<Item = Turn>) -> Self {
@@ -133,7 +149,7 @@ impl Harness {
     /// Runs one request to its reply. Each round answers everything the agent asked for in the
     /// previous one, so the tool calls of a turn are all in flight together.
     pub fn run_body(&mut self, body: &[u8]) -> Outcome {
-        let meta = RequestMeta { id: "test1".into(), now_ms: START_MS, unix_s: 1_700_000_000 };
+        let meta = RequestMeta { id: "test1".into(), now_ms: START_MS, unix_s: 1_700_000_000, seed: self.seed };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         let mut now = START_MS;
         let mut out = Outcome {
@@ -143,6 +159,8 @@ impl Harness {
             tool_calls: Vec::new(),
             max_parallel: 0,
             first_body: Vec::new(),
+            wakes: Vec::new(),
+            end_ms: 0,
         };
         let mut round = agent.handle(Event::ClientRequest { body }, now);
         for _ in 0..MAX_STEPS {
@@ -164,7 +182,14 @@ impl Harness {
                     assert!(agent.is_done(), "a reply must end the request");
                     assert!(next.is_empty(), "commands beside the reply: {next:?}");
                     out.reply = r;
+                    out.end_ms = now;
                     return out;
+                }
+                if let Command::WakeAt(at) = cmd {
+                    out.wakes.push((now, at));
+                    now = now.max(at);
+                    next.extend(agent.handle(Event::Wake, now));
+                    continue;
                 }
                 next.extend(self.answer(&mut agent, cmd, now, &mut out));
             }
@@ -175,14 +200,14 @@ impl Harness {
 
     fn answer(&mut self, agent: &mut Agent, cmd: Command, now: u64, out: &mut Outcome) -> Vec<Command> {
         match cmd {
-            Command::Reply(_) => unreachable!("handled by run_body"),
+            Command::Reply(_) | Command::WakeAt(_) => unreachable!("handled by run_body"),
             Command::Forward { body } => {
                 out.first_body.clone_from(&body);
                 out.llm_requests.push(serde_json::from_slice(&body).expect("forwarded body is JSON"));
                 match self.next_turn() {
                     Turn::Fail(f) => panic!("the first turn comes from the route and cannot fail as a callout: {f}"),
                     turn => {
-                        let (status, b) = http_of(turn);
+                        let (status, _, b) = http_of(turn);
                         agent.handle(Event::UpstreamReply { status, body: b.as_bytes(), headers_sent: true }, now)
                     }
                 }
@@ -195,8 +220,8 @@ impl Harness {
                 match self.next_turn() {
                     Turn::Fail(f) => agent.handle(Event::CallFailed { id, failure: &f }, now),
                     turn => {
-                        let (status, b) = http_of(turn);
-                        agent.handle(Event::CallReply { id, status, body: b.as_bytes() }, now)
+                        let (status, headers, b) = http_of(turn);
+                        agent.handle(Event::CallReply { id, status, headers: &headers, body: b.as_bytes() }, now)
                     }
                 }
             }
@@ -209,7 +234,10 @@ impl Harness {
                 out.tool_calls.push(call);
                 match reply {
                     ToolReply::Http(status, b) => {
-                        agent.handle(Event::CallReply { id, status, body: b.as_bytes() }, now)
+                        agent.handle(Event::CallReply { id, status, headers: &[], body: b.as_bytes() }, now)
+                    }
+                    ToolReply::HttpWith(status, headers, b) => {
+                        agent.handle(Event::CallReply { id, status, headers: &headers, body: b.as_bytes() }, now)
                     }
                     ToolReply::Fail(f) => agent.handle(Event::CallFailed { id, failure: &f }, now),
                 }
@@ -224,11 +252,12 @@ impl Harness {
     }
 }
 
-fn http_of(turn: Turn) -> (u16, String) {
+fn http_of(turn: Turn) -> (u16, Vec<(String, String)>, String) {
     match turn {
-        Turn::Text(t) => (200, completion(json!({"role": "assistant", "content": t}))),
-        Turn::Message(m) => (200, completion(m)),
-        Turn::Raw(status, b) => (status, b),
+        Turn::Text(t) => (200, Vec::new(), completion(json!({"role": "assistant", "content": t}))),
+        Turn::Message(m) => (200, Vec::new(), completion(m)),
+        Turn::Raw(status, b) => (status, Vec::new(), b),
+        Turn::RawWith(status, headers, b) => (status, headers, b),
         Turn::Fail(_) => unreachable!("failures are not HTTP replies"),
     }
 }

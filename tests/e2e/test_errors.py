@@ -134,7 +134,11 @@ def test_later_llm_failure_is_an_error_body(gateway, mocks, kind):
     error = reply.json()["error"]
     assert error["type"] == "api_error" and error["code"]
     assert LATER_FAILURES[kind][1] in error["message"]
-    assert len(mocks.weather.requests) == 1 and len(mocks.llm.requests_for(q)) == 2
+    # A 500 is retried (llm.maxRetries, default 2) after a backoff, by the filter's timers.
+    retries = 2 if kind == "http-500" else 0
+    assert len(mocks.weather.requests) == 1 and len(mocks.llm.requests_for(q)) == 2 + retries
+    # A late error in a 200 body carries `choices: []`, so that clients fail on it as on no answer.
+    assert reply.json()["choices"] == []
 
 
 @pytest.mark.parametrize("kind", LATER_FAILURES)

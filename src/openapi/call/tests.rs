@@ -45,6 +45,7 @@ fn api(key: Option<ApiKey>) -> Api {
         upstream: Upstream { cluster: "c".into(), authority: None, service: None, timeout_ms: 1000 },
         api_key: key,
         headers: vec![("authorization".into(), "Bearer t".into())],
+        max_retries: 0,
     }
 }
 
