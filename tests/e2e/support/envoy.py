@@ -92,8 +92,9 @@ class EnvoyError(Exception):
 class Envoy:
     """One Envoy process with its own work directory (config, admin address file, log)."""
 
-    def __init__(self, binary: str, config: dict, workdir: str):
+    def __init__(self, binary: str, config: dict, workdir: str, wasm_log_level: str = "debug"):
         self.binary = binary
+        self.wasm_log_level = wasm_log_level
         self.config = config
         self.workdir = workdir
         self.log_path = os.path.join(self.workdir, "envoy.log")
@@ -108,7 +109,7 @@ class Envoy:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [self.binary, "-c", cfg, "--concurrency", "1", "--disable-hot-restart",
-                 "--admin-address-path", admin_path, "-l", "info", "--component-log-level", "wasm:debug"],
+                 "--admin-address-path", admin_path, "-l", "info", "--component-log-level", f"wasm:{self.wasm_log_level}"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             self._wait_ready(admin_path, timeout_s)

@@ -50,6 +50,7 @@ class Response:
     body: bytes = b""
     content_type: str = "application/json"
     delay_s: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)   # extra response headers
 
     @classmethod
     def json(cls, obj, status: int = 200, delay_s: float = 0.0) -> "Response":
@@ -108,6 +109,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(resp.status)
         self.send_header("Content-Type", resp.content_type)
         self.send_header("Content-Length", str(len(resp.body)))
+        for k, v in resp.headers.items():
+            self.send_header(k, v)
         self.end_headers()
         self.wfile.write(resp.body)
 
