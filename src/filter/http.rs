@@ -176,10 +176,7 @@ impl Http {
             }
             Err(s) => {
                 log::warn!("#{} dispatch to cluster '{}' refused: {s:?}", self.rid, call.cluster);
-                Err(Failure::NotSent(format!(
-                    "the host refused the call (status {}); is cluster '{}' defined?",
-                    s.0, call.cluster
-                )))
+                Err(dispatch_failure(s, &call.cluster))
             }
         }
     }
@@ -358,6 +355,18 @@ fn set_header(map: Map, name: &str, value: Option<&str>) {
     };
     if let Err(s) = r {
         log::warn!("setting header {name} failed: {s:?}");
+    }
+}
+
+/// Envoy answers a call it cannot start with a status, never with a callback from inside the call:
+/// BadArgument for an unknown cluster or bad headers (sending again will not help), InternalFailure
+/// when the call failed at once, e.g. no healthy upstream (like a failed connect: retryable).
+fn dispatch_failure(s: abi::Status, cluster: &str) -> Failure {
+    const INTERNAL_FAILURE: u32 = 10;
+    if s.0 == INTERNAL_FAILURE {
+        Failure::Broken(format!("the call to cluster '{cluster}' failed at once (no healthy upstream?)"))
+    } else {
+        Failure::NotSent(format!("the host refused the call (status {}); is cluster '{cluster}' defined?", s.0))
     }
 }
 
