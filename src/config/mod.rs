@@ -2,6 +2,7 @@
 //! start into typed structs. Every error names the field path.
 
 mod fields;
+mod rules;
 
 use crate::doc;
 use crate::openapi::{self, Catalog};
@@ -10,6 +11,8 @@ use crate::schema::Schema;
 use fields::Fields;
 use serde_json::Value;
 use std::fmt;
+
+pub use rules::{Matcher, Plugin, RequestKeys, Rule};
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 15;
 pub const DEFAULT_TIMEOUT_MS: u64 = 50_000;
@@ -36,6 +39,22 @@ impl ConfigError {
     pub fn new(path: &str, message: impl Into<String>) -> Self {
         ConfigError { path: path.to_string(), message: message.into() }
     }
+
+    /// The same error inside the object at `prefix` (`_rules_[1]` + `llm.path`).
+    pub fn under(self, prefix: &str) -> Self {
+        let path = if self.path.is_empty() { prefix.to_string() } else { format!("{prefix}.{}", self.path) };
+        ConfigError { path, message: self.message }
+    }
+}
+
+/// The plugin configuration's text (JSON, or YAML) as one value.
+fn parse_text(bytes: &[u8]) -> Result<Value, ConfigError> {
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| ConfigError::new("", format!("configuration is not UTF-8: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(ConfigError::new("", "configuration is empty"));
+    }
+    doc::parse(text).map_err(|e| ConfigError::new("", format!("configuration {e}")))
 }
 
 impl fmt::Display for ConfigError {
@@ -149,13 +168,7 @@ pub struct Config {
 impl Config {
     /// Parses the plugin configuration (JSON, or YAML text).
     pub fn from_slice(bytes: &[u8]) -> Result<Config, ConfigError> {
-        let text =
-            std::str::from_utf8(bytes).map_err(|e| ConfigError::new("", format!("configuration is not UTF-8: {e}")))?;
-        if text.trim().is_empty() {
-            return Err(ConfigError::new("", "configuration is empty"));
-        }
-        let value = doc::parse(text).map_err(|e| ConfigError::new("", format!("configuration {e}")))?;
-        Config::from_value(&value)
+        Config::from_value(&parse_text(bytes)?)
     }
 
     pub fn from_value(value: &Value) -> Result<Config, ConfigError> {

@@ -95,6 +95,7 @@ extern "C" {
         token: *mut u32,
     ) -> u32;
     fn proxy_continue_stream(stream: u32) -> u32;
+    fn proxy_get_property(path: *const u8, path_size: usize, value: *mut *mut u8, value_size: *mut usize) -> u32;
 }
 
 fn check(status: u32) -> HostResult<()> {
@@ -238,6 +239,18 @@ pub fn http_call(cluster: &str, headers: &[(&str, &str)], body: Option<&[u8]>, t
         )
     })?;
     Ok(token)
+}
+
+/// A property of the stream (e.g. `["xds", "route_name"]`); `None` when the host has none.
+pub fn get_property(path: &[&str]) -> HostResult<Option<Vec<u8>>> {
+    let key = path.join("\0");
+    let (mut data, mut size) = (null_mut(), 0);
+    // SAFETY: as in `get_buffer`.
+    match unsafe { proxy_get_property(key.as_ptr(), key.len(), &mut data, &mut size) } {
+        OK => Ok(Some(unsafe { owned(data, size) })),
+        NOT_FOUND => Ok(None),
+        s => Err(Status(s)),
+    }
 }
 
 pub fn resume(stream: Stream) -> HostResult<()> {

@@ -6,7 +6,7 @@
 
 use super::{abi, closed_meanwhile, header};
 use crate::agent::{Agent, Call, CallId, Command, Event, Failure, Reply, RequestMeta};
-use crate::config::{Config, LoopPhase};
+use crate::config::{Config, LoopPhase, Plugin, RequestKeys};
 use crate::doc::truncate;
 use abi::{Buffer, Map, Stream};
 use std::collections::BTreeMap;
@@ -52,6 +52,8 @@ impl CallData {
 
 pub struct Http {
     id: u32,
+    plugin: Option<Rc<Plugin>>,
+    /// The configuration that applies to this request (the global one, or a rule's).
     config: Option<Rc<Config>>,
     agent: Option<Agent>,
     phase: Phase,
@@ -73,10 +75,11 @@ pub fn now_ms() -> u64 {
 }
 
 impl Http {
-    pub fn new(id: u32, config: Option<Rc<Config>>) -> Self {
+    pub fn new(id: u32, plugin: Option<Rc<Plugin>>) -> Self {
         Http {
             id,
-            config,
+            plugin,
+            config: None,
             agent: None,
             phase: Phase::Request,
             calls: BTreeMap::new(),
@@ -252,12 +255,14 @@ impl Http {
     }
 
     pub fn on_request_headers(&mut self, end_of_stream: bool) -> u32 {
-        let Some(cfg) = &self.config else {
-            return CONTINUE;
-        };
         if !Self::is_chat_request(end_of_stream) {
             return CONTINUE;
         }
+        self.config = self.plugin.as_ref().and_then(|p| select(p)).cloned();
+        let Some(cfg) = &self.config else {
+            // No rule for this route and no global configuration: not the agent's request.
+            return CONTINUE;
+        };
         let now_ns = abi::now_ns().unwrap_or(0);
         let now_ms = now_ns / 1_000_000;
         let meta = RequestMeta {
@@ -346,6 +351,29 @@ impl Http {
         }
         self.on_response_end()
     }
+}
+
+/// The configuration for this request: Higress's rule matching by route name, host and cluster.
+fn select(plugin: &Plugin) -> Option<&Rc<Config>> {
+    if plugin.rules.is_empty() {
+        return plugin.global.as_ref();
+    }
+    let route = if plugin.needs_route() { property(&["route_name"], &["xds", "route_name"]) } else { String::new() };
+    let cluster =
+        if plugin.needs_cluster() { property(&["cluster_name"], &["xds", "cluster_name"]) } else { String::new() };
+    let host = header(Map::RequestHeaders, ":authority").unwrap_or_default();
+    plugin.select(RequestKeys { route: &route, host: &host, cluster: &cluster })
+}
+
+/// A property by its Higress name, or by the name Envoy 1.40 fills (`route_name` comes back empty
+/// there; `xds.route_name` works).
+fn property(higress: &[&str], envoy: &[&str]) -> String {
+    [higress, envoy]
+        .iter()
+        .filter_map(|p| abi::get_property(p).ok().flatten())
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .find(|v| !v.is_empty())
+        .unwrap_or_default()
 }
 
 fn set_header(map: Map, name: &str, value: Option<&str>) {

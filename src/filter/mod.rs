@@ -13,7 +13,7 @@ mod abi;
 mod http;
 mod logger;
 
-use crate::config::Config;
+use crate::config::Plugin;
 use abi::Map;
 use http::{CallData, Http};
 use std::cell::RefCell;
@@ -39,7 +39,7 @@ enum Slot {
 #[derive(Default)]
 struct Vm {
     root_id: u32,
-    config: Option<Rc<Config>>,
+    plugin: Option<Rc<Plugin>>,
     streams: BTreeMap<u32, Slot>,
     /// Callout tokens → the stream that made the call.
     callouts: BTreeMap<u32, u32>,
@@ -78,7 +78,7 @@ pub extern "C" fn proxy_on_context_create(id: u32, root_id: u32) {
         if root_id == 0 {
             vm.root_id = id;
         } else {
-            let http = Box::new(Http::new(id, vm.config.clone()));
+            let http = Box::new(Http::new(id, vm.plugin.clone()));
             vm.streams.insert(id, Slot::Here(http));
         }
     });
@@ -94,21 +94,34 @@ pub extern "C" fn proxy_on_vm_start(_id: u32, _size: usize) -> u32 {
 #[no_mangle]
 pub extern "C" fn proxy_on_configure(_id: u32, _size: usize) -> u32 {
     let bytes = abi::get_buffer(abi::Buffer::PluginConfiguration, usize::MAX).unwrap_or_default();
-    match Config::from_slice(&bytes) {
-        Ok(cfg) => {
-            logger::set_secrets(cfg.secrets());
-            for w in &cfg.warnings {
-                log::warn!("api-agent configuration: {w}");
+    match Plugin::from_slice(&bytes) {
+        Ok(plugin) => {
+            let mut secrets: Vec<String> = plugin.configs().flat_map(|c| c.secrets()).collect();
+            secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+            secrets.dedup();
+            logger::set_secrets(secrets);
+            for (i, cfg) in plugin.configs().enumerate() {
+                let scope = match (i, plugin.global.is_some()) {
+                    (0, true) => "global".to_string(),
+                    (i, true) => format!("_rules_[{}]", i - 1),
+                    (i, false) => format!("_rules_[{i}]"),
+                };
+                for w in &cfg.warnings {
+                    log::warn!("api-agent configuration ({scope}): {w}");
+                }
+                log::info!(
+                    "api-agent configured ({scope}): {} tool(s) from {} API(s), mode {:?}, loop {:?}, LLM cluster '{}'",
+                    cfg.tools.len(),
+                    cfg.apis.len(),
+                    cfg.mode,
+                    cfg.loop_phase,
+                    cfg.llm.upstream.cluster
+                );
             }
-            log::info!(
-                "api-agent configured: {} tool(s) from {} API(s), mode {:?}, loop {:?}, LLM cluster '{}'",
-                cfg.tools.len(),
-                cfg.apis.len(),
-                cfg.mode,
-                cfg.loop_phase,
-                cfg.llm.upstream.cluster
-            );
-            VM.with(|vm| vm.borrow_mut().config = Some(Rc::new(cfg)));
+            if plugin.global.is_none() {
+                log::info!("api-agent: no global configuration; requests that no rule matches pass through");
+            }
+            VM.with(|vm| vm.borrow_mut().plugin = Some(Rc::new(plugin)));
             1
         }
         Err(e) => {
