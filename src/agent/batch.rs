@@ -32,7 +32,7 @@ impl Batch {
         };
         for (i, w) in work.into_iter().enumerate() {
             match w {
-                Work::Known(observation) => {
+                Work::Known(observation) | Work::Refused { observation, .. } => {
                     b.names.push(String::new());
                     b.results.push(Some(observation));
                     b.retries.push((0, 0, None));
@@ -57,6 +57,11 @@ impl Batch {
         let id = mint();
         self.in_flight.insert(id, i);
         Some((id, self.names[i].as_str(), call))
+    }
+
+    /// The tool of call `id`, while it is in flight.
+    pub fn name_of(&self, id: CallId) -> Option<&str> {
+        self.in_flight.get(&id).map(|i| self.names[*i].as_str())
     }
 
     pub fn waits_for(&self, id: CallId) -> bool {

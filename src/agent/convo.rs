@@ -51,12 +51,11 @@ pub enum Next {
 #[derive(Debug)]
 pub enum Work {
     /// `retries`: how often the call may be sent again after a retryable failure.
-    Call {
-        name: String,
-        call: ToolCall,
-        retries: u32,
-    },
+    Call { name: String, call: ToolCall, retries: u32 },
+    /// Malformed output: what the model is told instead.
     Known(String),
+    /// A call of `name` refused before sending (unknown tool, arguments its schema refuses).
+    Refused { name: String, observation: String },
 }
 
 /// A tool request before it has a call id.
@@ -244,7 +243,8 @@ fn pair(out: &mut Vec<u8>, key: &str, v: &Value) {
 pub fn tool_work(cfg: &Config, name: &str, input: Value) -> Work {
     let Some(tool) = cfg.tools.get(name) else {
         let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
-        return Work::Known(format!("Unknown tool '{}'. The tools are: {}.", truncate(name, 100), names.join(", ")));
+        let observation = format!("Unknown tool '{}'. The tools are: {}.", truncate(name, 100), names.join(", "));
+        return Work::Refused { name: name.to_string(), observation };
     };
     let api = &cfg.apis[tool.api];
     match arguments(tool, input).and_then(|args| call::build(tool, api, &args)) {
@@ -254,9 +254,10 @@ pub fn tool_work(cfg: &Config, name: &str, input: Value) -> Work {
             retries: if matches!(request.method, "GET" | "HEAD") { api.max_retries } else { 0 },
             call: ToolCall { cluster: api.upstream.cluster.clone(), request, timeout_ms: api.upstream.timeout_ms },
         },
-        Err(why) => {
-            Work::Known(format!("Invalid arguments for '{}': {why}. Its parameters: {}", tool.name, tool.schema))
-        }
+        Err(why) => Work::Refused {
+            name: tool.name.clone(),
+            observation: format!("Invalid arguments for '{}': {why}. Its parameters: {}", tool.name, tool.schema),
+        },
     }
 }
 

@@ -8,6 +8,7 @@ mod format;
 mod native;
 mod protocol;
 mod react;
+mod report;
 mod retry;
 
 use crate::config::Config;
@@ -19,6 +20,7 @@ use batch::Batch;
 use convo::{Convo, Next};
 use format::{Format, Target};
 pub use protocol::{Call, CallId, Command, Event, Failure, Reply};
+pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 use retry::{Backoff, Retry};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -67,6 +69,11 @@ pub struct Agent {
     backoff: Backoff,
     /// When each call in flight times out, to tell a timeout from a reset.
     expiry: BTreeMap<CallId, u64>,
+    /// When each call in flight was sent, for its duration.
+    sent: BTreeMap<CallId, u64>,
+    /// The host's clock at the event being handled.
+    now: u64,
+    report: Report,
     state: State,
 }
 
@@ -102,6 +109,8 @@ const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
 impl Agent {
     pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Self {
         let backoff = Backoff::new(meta.seed);
+        let report = Report::new(cfg.mode, meta.now_ms);
+        let now = meta.now_ms;
         Agent {
             cfg,
             meta,
@@ -114,8 +123,20 @@ impl Agent {
             llm: None,
             backoff,
             expiry: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            now,
+            report,
             state: State::AwaitRequest,
         }
+    }
+
+    /// What the request did so far (complete once `is_done`).
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    pub fn id(&self) -> &str {
+        &self.meta.id
     }
 
     /// Whether the client asked for SSE; known once the request was read.
@@ -130,6 +151,7 @@ impl Agent {
     /// Feeds one event; the commands are for the host to run now. While a retry waits, the last
     /// command is `WakeAt` with the time the agent wants `Event::Wake`.
     pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Vec<Command> {
+        self.now = now_ms;
         let state = std::mem::replace(&mut self.state, State::Done);
         let (state, mut commands) = self.step(state, event, now_ms);
         self.state = state;
@@ -158,6 +180,7 @@ impl Agent {
                 self.on_llm(c, status, body, now_ms)
             }
             (State::AwaitLlm(id, c), Event::CallReply { id: got, status, headers, body }) if id == got => {
+                self.llm_answered(id, status, body, now_ms);
                 match self.retry_llm(now_ms, id, retry::status_wait(status, headers)) {
                     true => (State::AwaitLlm(id, c), Vec::new()),
                     false => self.on_llm(c, status, body, now_ms),
@@ -166,6 +189,7 @@ impl Agent {
             (State::AwaitFormat(id, c, f, reason), Event::CallReply { id: got, status, headers, body })
                 if id == got =>
             {
+                self.llm_answered(id, status, body, now_ms);
                 match self.retry_llm(now_ms, id, retry::status_wait(status, headers)) {
                     true => (State::AwaitFormat(id, c, f, reason), Vec::new()),
                     false => self.on_format(c, f, reason, status, body, now_ms),
@@ -179,6 +203,7 @@ impl Agent {
             (state @ (State::AwaitLlm(..) | State::AwaitFormat(..)), Event::Wake) => self.resend_llm(state, now_ms),
             (State::AwaitTools(c, mut b), Event::CallReply { id, status, headers, body }) if b.waits_for(id) => {
                 self.expiry.remove(&id);
+                self.tool_answered(&b, id, ToolClass::of_status(status), Some(status), body, now_ms);
                 let wait = retry::status_wait(status, headers);
                 if !self.retry_tool(&mut b, id, wait, now_ms) {
                     b.reply(id, |name| convo::tool_observation(&self.cfg, name, status, headers, body));
@@ -187,6 +212,8 @@ impl Agent {
             }
             (State::AwaitTools(c, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
                 let failure = self.classify(id, failure, now_ms);
+                let class = if failure == Failure::Timeout { ToolClass::TimedOut } else { ToolClass::Failed };
+                self.tool_answered(&b, id, class, None, failure.to_string().as_bytes(), now_ms);
                 let wait = retry::failure_wait(&failure);
                 if !self.retry_tool(&mut b, id, wait, now_ms) {
                     b.reply(id, |name| format!("The call to '{name}' {failure}."));
@@ -243,14 +270,22 @@ impl Agent {
     fn on_llm(&mut self, mut c: Convo, status: u16, body: &[u8], now_ms: u64) -> Step {
         self.llm = None;
         self.turns += 1;
+        self.report.llm_turns += 1;
         if self.turns == 1 && !(200..300).contains(&status) {
             // The provider's own answer to the client's request: its status and error, as sent.
+            self.report.outcome = Outcome::of_error(status, "upstream_error");
+            self.report.status = status;
+            self.report.code = Some("upstream_error");
+            self.report.ended_ms = now_ms;
+            log::warn!("#{} the LLM answered the first turn HTTP {status}: {}", self.meta.id, excerpt(body));
             return (State::Done, vec![Command::Reply(upstream_error(status, body))]);
         }
         if let Some(e) = llm_status_error(status, body) {
             return self.fail(e);
         }
-        match c.on_reply(&self.cfg, body) {
+        let next = c.on_reply(&self.cfg, body);
+        self.report.tokens = c.usage;
+        match next {
             Ok(Next::Answer { content, finish_reason }) => match self.json.take() {
                 Some(target) => {
                     let f = Box::new(Format::start(target, &c.question, &content));
@@ -265,6 +300,7 @@ impl Agent {
                 self.finish(&c, &content, "tool_calls", message.get("tool_calls"))
             }
             Ok(Next::Tools(work)) => {
+                self.count_work(&work);
                 if let Some(e) = self.deadline_error(now_ms) {
                     return self.fail(e);
                 }
@@ -283,6 +319,7 @@ impl Agent {
             let timeout = self.bounded(call.timeout_ms, now_ms);
             let call = call.into_call(id, timeout);
             self.expiry.insert(id, now_ms + timeout);
+            self.sent.insert(id, now_ms);
             log::debug!(
                 "#{} tool {name}: {} {} {}",
                 self.meta.id,
@@ -311,6 +348,8 @@ impl Agent {
     /// A failed LLM call: sent again after a backoff while retries and time are left, else the end.
     fn on_llm_failed(&mut self, state: State, id: CallId, failure: &Failure, now_ms: u64) -> Step {
         let failure = self.classify(id, failure, now_ms);
+        self.sent.remove(&id);
+        log::warn!("#{} LLM call {} {failure}", self.meta.id, id.0);
         if self.retry_llm(now_ms, id, retry::failure_wait(&failure)) {
             return (state, Vec::new());
         }
@@ -335,6 +374,7 @@ impl Agent {
         };
         r.attempt += 1;
         r.due = Some(due);
+        self.report.llm_retries += 1;
         log::info!(
             "#{} LLM call {} {}; retry {} of {} in {} ms",
             self.meta.id,
@@ -357,6 +397,7 @@ impl Agent {
         r.call.id = id;
         r.call.timeout_ms = self.bounded(self.cfg.llm.upstream.timeout_ms, now_ms);
         self.expiry.insert(id, now_ms + r.call.timeout_ms);
+        self.sent.insert(id, now_ms);
         let call = r.call.clone();
         self.llm = Some(r);
         let state = match state {
@@ -365,6 +406,49 @@ impl Agent {
             other => other,
         };
         (state, vec![Command::Dispatch(call)])
+    }
+
+    /// Times an answered LLM callout; a failing one gets a warning with an excerpt of its body.
+    fn llm_answered(&mut self, id: CallId, status: u16, body: &[u8], now_ms: u64) {
+        if let Some(sent) = self.sent.remove(&id) {
+            self.report.llm_ms.push(now_ms.saturating_sub(sent));
+        }
+        if !(200..300).contains(&status) {
+            log::warn!("#{} LLM call {} answered HTTP {status}: {}", self.meta.id, id.0, excerpt(body));
+        }
+    }
+
+    /// Records a tool call's end; a failing one gets a warning with an excerpt of its body.
+    fn tool_answered(
+        &mut self,
+        b: &Batch,
+        id: CallId,
+        class: ToolClass,
+        status: Option<u16>,
+        body: &[u8],
+        now_ms: u64,
+    ) {
+        let ms = self.sent.remove(&id).map_or(0, |sent| now_ms.saturating_sub(sent));
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+        if class != ToolClass::Ok2xx {
+            let what = status.map_or_else(|| class.as_str().to_string(), |s| format!("HTTP {s}"));
+            log::warn!("#{} tool {name} (call {}) {what} after {ms} ms: {}", self.meta.id, id.0, excerpt(body));
+        }
+        self.report.tools.push(ToolRecord { name, class, status, ms });
+    }
+
+    /// Counts a turn's malformed output and the calls refused before sending.
+    fn count_work(&mut self, work: &[convo::Work]) {
+        for w in work {
+            match w {
+                convo::Work::Known(_) => self.report.malformed += 1,
+                convo::Work::Refused { name, .. } => {
+                    let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
+                    self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
+                }
+                convo::Work::Call { .. } => {}
+            }
+        }
     }
 
     /// A tool call sent again later, if its API allows retries for its method.
@@ -405,12 +489,16 @@ impl Agent {
         now_ms: u64,
     ) -> Step {
         self.llm = None;
+        self.report.llm_turns += 1;
         if let Some(e) = llm_status_error(status, body) {
             return self.fail(e);
         }
-        match f.on_reply(&self.cfg, &c.model, body, &mut c.usage) {
+        let outcome = f.on_reply(&self.cfg, &c.model, body, &mut c.usage);
+        self.report.tokens = c.usage;
+        match outcome {
             Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
             Ok(format::Outcome::Retry(body)) => {
+                self.report.json_retries += 1;
                 if let Some(e) = self.deadline_error(now_ms) {
                     return self.fail(e);
                 }
@@ -445,6 +533,7 @@ impl Agent {
             timeout_ms: self.bounded(llm.upstream.timeout_ms, now_ms),
         };
         self.expiry.insert(id, now_ms + call.timeout_ms);
+        self.sent.insert(id, now_ms);
         self.llm = Some(Retry { call: call.clone(), attempt: 0, due: None });
         (id, call)
     }
@@ -477,12 +566,20 @@ impl Agent {
                 ),
             ));
         }
+        self.report.outcome = if finish_reason == "length" { Outcome::IterationLimit } else { Outcome::Answered };
+        self.report.status = 200;
+        self.report.ended_ms = self.now;
         (State::Done, vec![Command::Reply(Reply { status: 200, content_type, body })])
     }
 
     fn fail(&mut self, e: AgentError) -> Step {
-        log::info!("#{} request failed ({}): {}", self.meta.id, e.status, truncate(&e.message, 300));
+        // The message can quote upstream bodies: debug only (the request's info line has the code).
+        log::debug!("#{} request failed ({}): {}", self.meta.id, e.status, truncate(&e.message, 300));
         self.llm = None;
+        self.report.outcome = Outcome::of_error(e.status, e.code);
+        self.report.status = e.status;
+        self.report.code = Some(e.code);
+        self.report.ended_ms = self.now;
         let err = answer::error(&truncate(&e.message, MAX_ERROR_MESSAGE_BYTES), e.kind(), e.code);
         // Before the upstream answered, the status is still ours to set: a plain JSON error, as
         // OpenAI sends for a rejected request, even when a stream was asked for.
@@ -525,6 +622,12 @@ fn llm_status_error(status: u16, body: &[u8]) -> Option<AgentError> {
         let text = String::from_utf8_lossy(body);
         AgentError::new(502, "llm_error", format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)))
     })
+}
+
+/// A short excerpt of a body for a warning (the logger redacts secrets).
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    truncate(text.trim(), 200).replace(['\n', '\r'], " ")
 }
 
 /// The LLM call a state waits for.

@@ -74,7 +74,10 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
         .into_iter()
         .map(|tc| match parse_arguments(&tc.arguments) {
             Ok(args) => tool_work(cfg, &tc.name, args),
-            Err(why) => Work::Known(format!("Invalid arguments for '{}': {why}", tc.name)),
+            Err(why) => Work::Refused {
+                name: tc.name.clone(),
+                observation: format!("Invalid arguments for '{}': {why}", tc.name),
+            },
         })
         .collect();
     Next::Tools(work)

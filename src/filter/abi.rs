@@ -96,6 +96,33 @@ extern "C" {
     ) -> u32;
     fn proxy_continue_stream(stream: u32) -> u32;
     fn proxy_get_property(path: *const u8, path_size: usize, value: *mut *mut u8, value_size: *mut usize) -> u32;
+    fn proxy_define_metric(kind: u32, name: *const u8, name_size: usize, id: *mut u32) -> u32;
+    fn proxy_increment_metric(id: u32, offset: i64) -> u32;
+    fn proxy_record_metric(id: u32, value: u64) -> u32;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Metric {
+    Counter = 0,
+    Histogram = 2,
+}
+
+pub fn define_metric(kind: Metric, name: &str) -> HostResult<u32> {
+    let mut id = 0;
+    // SAFETY: pointer and length of a live string; the host writes one u32.
+    check(unsafe { proxy_define_metric(kind as u32, name.as_ptr(), name.len(), &mut id) })?;
+    Ok(id)
+}
+
+pub fn increment_metric(id: u32, by: i64) -> HostResult<()> {
+    // SAFETY: plain values.
+    check(unsafe { proxy_increment_metric(id, by) })
+}
+
+pub fn record_metric(id: u32, value: u64) -> HostResult<()> {
+    // SAFETY: plain values.
+    check(unsafe { proxy_record_metric(id, value) })
 }
 
 fn check(status: u32) -> HostResult<()> {

@@ -67,6 +67,8 @@ pub struct Http {
     upstream_status: u16,
     /// When the agent wants `Event::Wake`.
     wake: Option<u64>,
+    /// The request's metrics and log line went out.
+    reported: bool,
 }
 
 /// Milliseconds since the Unix epoch on the host's clock.
@@ -88,6 +90,7 @@ impl Http {
             upstream_status: 0,
             rid: String::new(),
             wake: None,
+            reported: false,
         }
     }
 
@@ -120,7 +123,34 @@ impl Http {
             return CONTINUE;
         };
         let commands = agent.handle(event, now);
-        self.run(commands)
+        let action = self.run(commands);
+        if self.agent.as_ref().is_some_and(Agent::is_done) {
+            self.report();
+        }
+        action
+    }
+
+    /// The request's metrics and its one info line, once.
+    fn report(&mut self) {
+        let Some(agent) = self.agent.as_ref().filter(|_| !self.reported) else {
+            return;
+        };
+        self.reported = true;
+        let r = agent.report();
+        super::metrics::emit(r);
+        if log::log_enabled!(log::Level::Info) {
+            let route = property(&["route_name"], &["xds", "route_name"]);
+            let loop_name = match self.config.as_ref().map(|c| c.loop_phase) {
+                Some(LoopPhase::Request) => "request",
+                _ => "response",
+            };
+            log::info!("{}", r.line(agent.id(), &route, loop_name));
+        }
+    }
+
+    /// The host closed the stream: a request still running is reported as cancelled.
+    pub fn on_closed(&mut self) {
+        self.report();
     }
 
     /// Runs the agent's commands; the result is what the current callback returns. A dispatch the

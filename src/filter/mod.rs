@@ -12,6 +12,7 @@
 mod abi;
 mod http;
 mod logger;
+mod metrics;
 
 use crate::config::Plugin;
 use abi::Map;
@@ -223,18 +224,22 @@ pub extern "C" fn proxy_on_done(id: u32) -> u32 {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_delete(id: u32) {
-    VM.with(|vm| {
+    let gone = VM.with(|vm| {
         let mut vm = vm.borrow_mut();
         vm.timers.remove(&id);
         vm.callouts.retain(|_, stream| *stream != id);
         match vm.streams.get_mut(&id) {
             // Deleted from inside one of its own callbacks: dropped when that returns.
-            Some(Slot::Busy { closed, .. }) => *closed = true,
-            _ => {
-                vm.streams.remove(&id);
+            Some(Slot::Busy { closed, .. }) => {
+                *closed = true;
+                None
             }
+            _ => vm.streams.remove(&id),
         }
     });
+    if let Some(Slot::Here(mut h)) = gone {
+        h.on_closed();
+    }
 }
 
 fn mark_closed(id: u32) {
@@ -286,9 +291,13 @@ fn with_stream<R>(id: u32, f: impl FnOnce(&mut Http) -> R) -> Option<R> {
         }
     }
     let wake = h.wake_at();
+    let closed = VM.with(|vm| matches!(vm.borrow().streams.get(&id), Some(Slot::Busy { closed: true, .. }) | None));
+    if closed {
+        // Reported outside of any borrow: reporting makes host calls.
+        h.on_closed();
+    }
     VM.with(|vm| {
         let mut vm = vm.borrow_mut();
-        let closed = matches!(vm.streams.get(&id), Some(Slot::Busy { closed: true, .. }) | None);
         match (closed, wake) {
             (false, Some(at)) => {
                 vm.timers.insert(id, at);
