@@ -166,3 +166,14 @@ fn schema_as_yaml_text_and_bad_schemas_at_configuration_time() {
         assert!(e.contains(says), "{e}");
     }
 }
+
+#[test]
+fn enable_without_a_schema_means_any_json_object_as_higress_allows() {
+    for mode in ["react", "native"] {
+        let config = cfg(mode, json!({"enable": true, "useResponseFormat": true, "maxRetry": 1}));
+        let out = run(&config, mode, vec![text("[\"Rex\"]"), text("{\"pets\": [\"Rex\"]}")], user(QUESTION));
+        assert_eq!(out.answer(), r#"{"pets":["Rex"]}"#, "{mode}: an array is not an object; asked again");
+        let formatting = out.llm_requests.last().unwrap();
+        assert_eq!(formatting["response_format"], json!({"type": "json_object"}), "{mode}");
+    }
+}

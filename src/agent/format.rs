@@ -48,8 +48,9 @@ impl Target {
     fn configured(cfg: &Config) -> Option<Target> {
         cfg.json_resp.as_ref().map(|j| Target {
             schema: j.schema.clone(),
-            response_format: j.use_response_format.then(|| {
-                json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": j.schema.root(), "strict": false}})
+            response_format: j.use_response_format.then(|| match j.json_object {
+                true => json!({"type": "json_object"}),
+                false => json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": j.schema.root(), "strict": false}}),
             }),
             max_retry: j.max_retry,
         })

@@ -6,7 +6,7 @@ mod rules;
 
 use crate::doc;
 use crate::openapi::{self, Catalog};
-use crate::prompt::react::Template;
+use crate::prompt::react::{Template, WordChoices};
 use crate::schema::Schema;
 use fields::Fields;
 use serde_json::Value;
@@ -140,6 +140,8 @@ pub struct JsonResp {
     pub schema: Schema,
     pub max_retry: u32,
     pub use_response_format: bool,
+    /// No schema was given: any JSON object (sent as `response_format: json_object`).
+    pub json_object: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -188,7 +190,7 @@ impl Config {
         let llm = parse_llm(root.opt_object("llm")?.ok_or_else(|| root.err("llm", "required"))?)?;
         let mut warnings = Vec::new();
         let (apis, tools) = parse_apis(&mut root, &mut warnings)?;
-        let template = parse_template(&mut root)?;
+        let template = parse_template(&mut root, &mut warnings)?;
         let json_resp = parse_json_resp(&mut root)?;
         if root.get("returnResponseTemplate").is_some() {
             warnings.push(
@@ -448,7 +450,7 @@ pub fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn parse_template(root: &mut Fields<'_>) -> Result<Template, ConfigError> {
+fn parse_template(root: &mut Fields<'_>, warnings: &mut Vec<String>) -> Result<Template, ConfigError> {
     let Some(mut f) = root.opt_object("promptTemplate")? else {
         return Ok(Template::english());
     };
@@ -456,7 +458,11 @@ fn parse_template(root: &mut Fields<'_>) -> Result<Template, ConfigError> {
     let chinese = match language.as_deref().map(str::to_ascii_uppercase).as_deref() {
         None | Some("EN") | Some("") => false,
         Some("CH") | Some("ZH") | Some("CN") => true,
-        Some(other) => return Err(f.err("language", format!("must be 'EN' or 'CH', found '{other}'"))),
+        Some(other) => {
+            // As Higress does: any other language is English.
+            warnings.push(format!("promptTemplate.language '{other}' is not 'EN' or 'CH'; English is used"));
+            false
+        }
     };
     let en = f.opt_object("enTemplate")?.map(parse_template_words).transpose()?;
     let ch = f.opt_object("chTemplate")?.map(parse_template_words).transpose()?;
@@ -468,13 +474,17 @@ fn parse_template(root: &mut Fields<'_>) -> Result<Template, ConfigError> {
     Ok(t)
 }
 
-/// `question`, `thought1`, `observation`, `thought2` (each optional).
-fn parse_template_words(mut f: Fields<'_>) -> Result<[Option<String>; 4], ConfigError> {
+/// Higress's template words (each optional): `question`, `thought1`, `actionInput`, `observation`,
+/// `thought2`, `finalAnswer`, `begin`.
+fn parse_template_words(mut f: Fields<'_>) -> Result<WordChoices, ConfigError> {
     let words = [
         f.opt_nonempty("question")?,
         f.opt_nonempty("thought1")?,
+        f.opt_nonempty("actionInput")?,
         f.opt_nonempty("observation")?,
         f.opt_nonempty("thought2")?,
+        f.opt_nonempty("finalAnswer")?,
+        f.opt_nonempty("begin")?,
     ];
     f.deny_unknown()?;
     Ok(words)
@@ -504,12 +514,13 @@ fn parse_json_resp(root: &mut Fields<'_>) -> Result<Option<JsonResp>, ConfigErro
     if !enable {
         return Ok(None);
     }
-    let schema =
-        schema.ok_or_else(|| ConfigError::new("jsonResp.jsonSchema", "required when jsonResp.enable is true"))?;
+    // Without a schema (as Higress allows), the answer must be a JSON object: OpenAI's `json_object`.
+    let json_object = schema.is_none();
+    let schema = schema.unwrap_or_else(|| serde_json::json!({"type": "object"}));
     if !schema.is_object() {
         return Err(ConfigError::new("jsonResp.jsonSchema", "must be a JSON Schema object"));
     }
     let schema = Schema::compile(&schema)
         .map_err(|e| ConfigError::new("jsonResp.jsonSchema", format!("invalid JSON Schema: {e}")))?;
-    Ok(Some(JsonResp { schema, max_retry, use_response_format }))
+    Ok(Some(JsonResp { schema, max_retry, use_response_format, json_object }))
 }

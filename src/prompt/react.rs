@@ -4,45 +4,72 @@
 use crate::openapi::Catalog;
 use serde_json::Value;
 
-/// The instructions around the tool list. The words `question`, `thought1`, `observation`, `thought2`
-/// come from `promptTemplate`; the markers (`Question:`, `Action:` …) stay English because the parser
-/// reads them.
+/// The instructions around the tool list. The words (Higress's `promptTemplate` keys `question`,
+/// `thought1`, `actionInput`, `observation`, `thought2`, `finalAnswer`, `begin`) fill their places; the
+/// markers (`Question:`, `Action:` …) stay English because the parser reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {
     pub chinese: bool,
+    pub words: Words,
+}
+
+/// Higress's template words, in its order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Words {
     pub question: String,
     pub thought1: String,
+    pub action_input: String,
     pub observation: String,
     pub thought2: String,
+    pub final_answer: String,
+    pub begin: String,
 }
+
+/// The configuration's words, each optional.
+pub type WordChoices = [Option<String>; 7];
 
 impl Template {
     pub fn english() -> Self {
-        Template {
-            chinese: false,
+        let words = Words {
             question: "input question to answer".into(),
             thought1: "consider previous and subsequent steps".into(),
+            action_input: "the tool input: a JSON object that matches the tool's parameters".into(),
             observation: "action result".into(),
             thought2: "I know what to respond".into(),
-        }
+            final_answer: "Final response to human".into(),
+            begin: BEGIN_EN.into(),
+        };
+        Template { chinese: false, words }
     }
 
     pub fn chinese() -> Self {
-        Template {
-            chinese: true,
+        let words = Words {
             question: "输入要回答的问题".into(),
             thought1: "考虑之前和之后的步骤".into(),
+            action_input: "工具输入（一个符合该工具参数的 JSON 对象）".into(),
             observation: "行动结果".into(),
             thought2: "我知道该回应什么".into(),
-        }
+            final_answer: "对人类的最终回复".into(),
+            begin: BEGIN_CH.into(),
+        };
+        Template { chinese: true, words }
     }
 
-    pub fn apply_words(&mut self, words: [Option<String>; 4]) {
-        let [q, t1, o, t2] = words;
-        let slots = [&mut self.question, &mut self.thought1, &mut self.observation, &mut self.thought2];
-        for (slot, word) in slots.into_iter().zip([q, t1, o, t2]) {
-            if let Some(w) = word {
-                *slot = w;
+    /// Replaces the words the configuration gives, in Higress's order.
+    pub fn apply_words(&mut self, choices: WordChoices) {
+        let w = &mut self.words;
+        let slots = [
+            &mut w.question,
+            &mut w.thought1,
+            &mut w.action_input,
+            &mut w.observation,
+            &mut w.thought2,
+            &mut w.final_answer,
+            &mut w.begin,
+        ];
+        for (slot, word) in slots.into_iter().zip(choices) {
+            if let Some(word) = word {
+                *slot = word;
             }
         }
     }
@@ -57,12 +84,18 @@ impl Template {
         }
         let names: Vec<String> = tools.iter().map(|t| format!("\"{}\"", t.name)).collect();
         let text = if self.chinese { CH } else { EN };
+        let w = &self.words;
+        // The final answer's word sits inside a JSON string of the example: escaped as one.
+        let final_answer = crate::config::json_string_contents(&w.final_answer);
         text.replace("{tools}", list.trim_end())
             .replace("{names}", &names.join(", "))
-            .replace("{question}", &self.question)
-            .replace("{thought1}", &self.thought1)
-            .replace("{observation}", &self.observation)
-            .replace("{thought2}", &self.thought2)
+            .replace("{question}", &w.question)
+            .replace("{thought1}", &w.thought1)
+            .replace("{action_input}", &w.action_input)
+            .replace("{observation}", &w.observation)
+            .replace("{thought2}", &w.thought2)
+            .replace("{final_answer}", &final_answer)
+            .replace("{begin}", &w.begin)
     }
 
     /// Said after a malformed reply, so the model can correct itself.
@@ -97,7 +130,7 @@ const EN: &str = r#"Respond to the human as helpfully and accurately as possible
 
 {tools}
 
-Use a json blob to specify a tool by providing an "action" key (the tool name) and an "action_input" key (the tool input: a JSON object that matches the tool's parameters).
+Use a json blob to specify a tool by providing an "action" key (the tool name) and an "action_input" key ({action_input}).
 
 Valid "action" values: "Final Answer" or {names}
 
@@ -125,17 +158,20 @@ Action:
 ```
 {
   "action": "Final Answer",
-  "action_input": "Final response to human"
+  "action_input": "{final_answer}"
 }
 ```
 
-Begin! Reminder to ALWAYS respond with a valid json blob of a single action. Use tools if necessary. Respond directly if appropriate. Format is Action:```$JSON_BLOB```then Observation:."#;
+{begin}"#;
+
+const BEGIN_EN: &str = "Begin! Reminder to ALWAYS respond with a valid json blob of a single action. Use tools if necessary. Respond directly if appropriate. Format is Action:```$JSON_BLOB```then Observation:.";
+const BEGIN_CH: &str = "开始！提醒：始终用只含一个 action 的有效 json blob 回复。必要时使用工具，合适时直接回复。格式为 Action:```$JSON_BLOB``` 然后是 Observation:。";
 
 const CH: &str = r#"尽可能有帮助且准确地回答人类的问题。你可以使用以下工具：
 
 {tools}
 
-使用 json blob 指定一个工具：用 "action" 键给出工具名称，用 "action_input" 键给出工具输入（一个符合该工具参数的 JSON 对象）。
+使用 json blob 指定一个工具：用 "action" 键给出工具名称，用 "action_input" 键给出{action_input}。
 
 有效的 "action" 值："Final Answer" 或 {names}
 
@@ -163,11 +199,11 @@ Action:
 ```
 {
   "action": "Final Answer",
-  "action_input": "对人类的最终回复"
+  "action_input": "{final_answer}"
 }
 ```
 
-开始！提醒：始终用只含一个 action 的有效 json blob 回复。必要时使用工具，合适时直接回复。格式为 Action:```$JSON_BLOB``` 然后是 Observation:。"#;
+{begin}"#;
 
 const REMINDER_EN: &str = "Reply in the format given above: either Action: with a json blob {\"action\": <tool name>, \"action_input\": {<arguments as a JSON object>}}, or Action: with {\"action\": \"Final Answer\", \"action_input\": <your answer>}.";
 const REMINDER_CH: &str = "请按上面给出的格式回复：要么 Action: 加 json blob {\"action\": <工具名称>, \"action_input\": {<JSON 对象形式的参数>}}，要么 Action: 加 {\"action\": \"Final Answer\", \"action_input\": <你的回答>}。";
