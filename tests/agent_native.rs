@@ -247,3 +247,25 @@ fn openai_limits_on_tools() {
     assert_eq!(description.chars().count(), 1024);
     assert!(description.ends_with('…'));
 }
+
+#[test]
+fn what_self_hosted_servers_need_tool_choice_and_no_null_content() {
+    let mut h = Harness::new(&native(json!({})))
+        .llm([
+            Turn::Message(json!({"role": "assistant", "content": null, "function_call": null,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "listPets", "arguments": "{}"}}]})),
+            answer("None."),
+        ])
+        .tool_json(PETS, "[]");
+    let out = h.run(&user("Any pets?"));
+    assert_eq!(out.llm_requests[0]["tool_choice"], "auto", "explicit when the filter adds tools");
+    let echoed = &out.llm_requests[1]["messages"][1];
+    assert_eq!(echoed["role"], "assistant");
+    assert_eq!(echoed["content"], "", "not null: llama-cpp-python answers 500 to null");
+    assert!(echoed.get("function_call").is_none());
+    // The client's own choice is kept.
+    let mut h = Harness::new(&native(json!({}))).llm([answer("Hi.")]);
+    let mut req = user("Hi");
+    req["tool_choice"] = json!("required");
+    assert_eq!(h.run(&req).llm_requests[0]["tool_choice"], "required");
+}

@@ -339,7 +339,7 @@ fn llm_requests_are_rewritten_as_documented() {
         (json!(0.2), json!(0.9), json!("u1"))
     );
     assert_eq!(first["stream"], json!(false));
-    assert_eq!(first["stop"], json!(["END", "Observation:"]));
+    assert_eq!(first["stop"], json!(["END", "Observation:", "\nQuestion:"]));
     assert_eq!(first["max_tokens"], json!(1000));
     assert_eq!(first["x-vendor"], json!({"a": 1}));
     assert!(first.get("stream_options").is_none());

@@ -14,6 +14,10 @@ pub struct Batch {
     in_flight: BTreeMap<CallId, usize>,
     /// Per call: retries allowed, retries sent, and the request kept for them.
     retries: Vec<(u32, u32, Option<ToolCall>)>,
+    /// Per call: what the model is told before the reply (e.g. arguments that were dropped).
+    notes: Vec<Option<String>>,
+    /// Per call: the result came from the tool (not from the filter).
+    real: Vec<bool>,
     /// Calls waiting for their backoff to end: (due, call index).
     delayed: Vec<(u64, usize)>,
     limit: usize,
@@ -27,6 +31,8 @@ impl Batch {
             queue: VecDeque::new(),
             in_flight: BTreeMap::new(),
             retries: Vec::new(),
+            notes: Vec::new(),
+            real: Vec::new(),
             delayed: Vec::new(),
             limit: limit.max(1),
         };
@@ -36,10 +42,14 @@ impl Batch {
                     b.names.push(String::new());
                     b.results.push(Some(observation));
                     b.retries.push((0, 0, None));
+                    b.notes.push(None);
+                    b.real.push(false);
                 }
-                Work::Call { name, call, retries } => {
+                Work::Call { name, call, retries, note } => {
                     b.names.push(name);
                     b.results.push(None);
+                    b.notes.push(note);
+                    b.real.push(true);
                     b.retries.push((retries, 0, (retries > 0).then(|| call.clone())));
                     b.queue.push_back((i, call));
                 }
@@ -71,8 +81,17 @@ impl Batch {
     /// Stores the observation for call `id`, made from its tool's name.
     pub fn reply(&mut self, id: CallId, observation: impl FnOnce(&str) -> String) {
         if let Some(i) = self.in_flight.remove(&id) {
-            self.results[i] = Some(observation(&self.names[i]));
+            let text = observation(&self.names[i]);
+            self.results[i] = Some(match &self.notes[i] {
+                Some(note) => format!("(Note: {note}.)\n{text}"),
+                None => text,
+            });
         }
+    }
+
+    /// The last result that came from a tool, once complete.
+    pub fn last_real(&self) -> Option<&str> {
+        self.results.iter().zip(&self.real).rev().find(|(_, real)| **real).and_then(|(r, _)| r.as_deref())
     }
 
     /// (retries sent, retries left) for call `id`, if it may be retried at all.

@@ -22,7 +22,10 @@ pub struct Convo {
     pub iterations: u32,
     /// The limit was reached and the model was asked for its final answer.
     pub final_ask: bool,
+    /// The last tool result (never the filter's own corrections), for the limit answer.
     pub last_observation: String,
+    /// The last invalid action, to stop a model that repeats it.
+    pub last_invalid: Option<String>,
     /// Native mode: the tool calls of the turn being run, answered in this order.
     pub call_ids: Vec<String>,
     /// Native mode: names of the client's own tools.
@@ -50,12 +53,14 @@ pub enum Next {
 /// unknown tool, malformed output).
 #[derive(Debug)]
 pub enum Work {
-    /// `retries`: how often the call may be sent again after a retryable failure.
-    Call { name: String, call: ToolCall, retries: u32 },
+    /// `retries`: how often the call may be sent again after a retryable failure; `note`: said to the
+    /// model before the reply (e.g. arguments that were dropped).
+    Call { name: String, call: ToolCall, retries: u32, note: Option<String> },
     /// Malformed output: what the model is told instead.
     Known(String),
-    /// A call of `name` refused before sending (unknown tool, arguments its schema refuses).
-    Refused { name: String, observation: String },
+    /// A call of `name` refused before sending (unknown tool, arguments its schema refuses): what the
+    /// model is told, and why in a few words.
+    Refused { name: String, observation: String, why: String },
 }
 
 /// A tool request before it has a call id.
@@ -113,6 +118,7 @@ impl Convo {
             iterations: 0,
             final_ask: false,
             last_observation: String::new(),
+            last_invalid: None,
             call_ids: Vec::new(),
             client_tools: Vec::new(),
             client_tool_specs: Vec::new(),
@@ -149,7 +155,6 @@ impl Convo {
 
     /// Appends this turn's observations (in call order) and returns the next LLM request's body.
     pub fn observe(&mut self, cfg: &Config, observations: Vec<String>) -> Vec<u8> {
-        self.last_observation = observations.last().cloned().unwrap_or_default();
         let limit = self.iterations >= cfg.llm.max_iterations && !self.final_ask;
         if limit {
             self.final_ask = true;
@@ -214,16 +219,38 @@ impl Convo {
         out.push(b']');
     }
 
-    /// The answer when the model still wants tools after the limit.
+    /// The answer when the model still wants tools after the limit: the last tool result, never the
+    /// filter's instructions to the model.
     pub fn limit_answer(&self, cfg: &Config) -> Next {
         let max = cfg.llm.max_iterations;
-        let last = truncate(&self.last_observation, 500);
-        let content = if cfg.template.chinese {
-            format!("未能完成：在得到最终答案之前已达到 {max} 次工具调用的上限。最后一次结果：{last}")
-        } else {
-            format!("I could not finish: the limit of {max} tool calls was reached before a final answer. The last result was: {last}")
+        let last = truncate(self.last_observation.trim(), 500);
+        let content = match (cfg.template.chinese, last.is_empty()) {
+            (true, false) => format!("未能完成：在得到最终答案之前已达到 {max} 次工具调用的上限。最后一次结果：{last}"),
+            (true, true) => format!("未能完成：在得到最终答案之前已达到 {max} 次工具调用的上限。"),
+            (false, false) => format!("I could not finish: the limit of {max} tool calls was reached before a final answer. The last result was: {last}"),
+            (false, true) => format!("I could not finish: the limit of {max} tool calls was reached before a final answer."),
         };
         Next::Answer { content, finish_reason: "length" }
+    }
+
+    /// A model that repeats the same invalid action (`key`) will not stop doing so: the second time,
+    /// the request ends with an answer that says why. `None`: go on.
+    pub fn repeated_invalid(&mut self, cfg: &Config, key: Option<String>, why: &str) -> Option<Next> {
+        let Some(key) = key else {
+            self.last_invalid = None;
+            return None;
+        };
+        if self.last_invalid.as_deref() != Some(key.as_str()) {
+            self.last_invalid = Some(key);
+            return None;
+        }
+        let why = truncate(why, 300);
+        let content = if cfg.template.chinese {
+            format!("未能完成：模型两次给出了同一个无效的动作（{why}）。")
+        } else {
+            format!("I could not finish: the model gave the same invalid action twice ({why}).")
+        };
+        Some(Next::Answer { content, finish_reason: "length" })
     }
 }
 
@@ -244,21 +271,52 @@ pub fn tool_work(cfg: &Config, name: &str, input: Value) -> Work {
     let Some(tool) = cfg.tools.get(name) else {
         let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
         let observation = format!("Unknown tool '{}'. The tools are: {}.", truncate(name, 100), names.join(", "));
-        return Work::Refused { name: name.to_string(), observation };
+        return Work::Refused { name: name.to_string(), why: observation.clone(), observation };
     };
     let api = &cfg.apis[tool.api];
-    match arguments(tool, input).and_then(|args| call::build(tool, api, &args)) {
+    let (args, note) = match arguments(tool, input) {
+        Ok(args) => drop_unknown(tool, args),
+        Err(why) => return refused(tool, why),
+    };
+    match call::build(tool, api, &args) {
         Ok(request) => Work::Call {
             name: tool.name.clone(),
             // Only reads are retried: another method may not be idempotent.
             retries: if matches!(request.method, "GET" | "HEAD") { api.max_retries } else { 0 },
             call: ToolCall { cluster: api.upstream.cluster.clone(), request, timeout_ms: api.upstream.timeout_ms },
+            note,
         },
-        Err(why) => Work::Refused {
-            name: tool.name.clone(),
-            observation: format!("Invalid arguments for '{}': {why}. Its parameters: {}", tool.name, tool.schema),
-        },
+        Err(why) => refused(tool, note.map_or_else(|| why.clone(), |n| format!("{why} ({n})"))),
     }
+}
+
+fn refused(tool: &Tool, why: String) -> Work {
+    Work::Refused {
+        name: tool.name.clone(),
+        observation: format!("Invalid arguments for '{}': {why}. Its parameters: {}", tool.name, tool.schema),
+        why: format!("invalid arguments for '{}': {why}", tool.name),
+    }
+}
+
+/// Keys the tool does not take are dropped, never sent (small models copy extra keys from examples);
+/// the note tells the model which. Credentials are added after this, so no key can shadow one.
+fn drop_unknown(tool: &Tool, mut args: Value) -> (Value, Option<String>) {
+    let Some(props) = tool.schema.get("properties").and_then(Value::as_object) else {
+        return (args, None);
+    };
+    let Value::Object(map) = &mut args else {
+        return (args, None);
+    };
+    let unknown: Vec<String> = map.keys().filter(|k| !props.contains_key(*k)).cloned().collect();
+    if unknown.is_empty() {
+        return (args, None);
+    }
+    for k in &unknown {
+        map.remove(k);
+    }
+    let names: Vec<String> = unknown.iter().map(|k| format!("'{}'", truncate(k, 60))).collect();
+    let note = format!("{} not parameters of '{}' and were not sent", names.join(", "), tool.name);
+    (args, Some(note))
 }
 
 /// The model's input as an arguments object. A plain string is accepted for a tool with a single

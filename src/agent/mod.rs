@@ -330,6 +330,10 @@ impl Agent {
             commands.push(Command::Dispatch(call));
         }
         if b.is_complete() {
+            let mut c = c;
+            if let Some(last) = b.last_real() {
+                c.last_observation = last.to_string();
+            }
             return self.next_turn(c, b.into_observations(), now_ms);
         }
         (State::AwaitTools(c, b), commands)

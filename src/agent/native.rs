@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), AgentError> {
     // The request body writes the gateway's tools and the client's under one `tools` key.
     c.base.remove("tools");
+    // Some servers (llama.cpp) drop the tools unless the choice is explicit.
+    c.base.entry("tool_choice").or_insert_with(|| json!("auto"));
     if let Some(client) = req.raw.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(list) = client else {
             return Err(AgentError::new(400, "invalid_tools", "'tools' must be an array"));
@@ -66,10 +68,11 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     if reply.tool_calls.iter().any(|tc| c.client_tools.contains(&tc.name)) {
         return client_calls(c, message);
     }
-    c.messages.push(message);
-    c.iterations += 1;
+    c.messages.push(echoed(message));
     c.call_ids = ids;
-    let work = reply
+    let reply_calls: Vec<(String, String)> =
+        reply.tool_calls.iter().map(|tc| (tc.name.clone(), tc.arguments.clone())).collect();
+    let work: Vec<Work> = reply
         .tool_calls
         .into_iter()
         .map(|tc| match parse_arguments(&tc.arguments) {
@@ -77,9 +80,23 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
             Err(why) => Work::Refused {
                 name: tc.name.clone(),
                 observation: format!("Invalid arguments for '{}': {why}", tc.name),
+                why: format!("invalid arguments for '{}'", crate::doc::truncate(&tc.name, 64)),
             },
         })
         .collect();
+    // A turn whose every call is refused, the same as the turn before: the model will not recover.
+    let refused: Vec<&str> =
+        work.iter().filter_map(|w| if let Work::Refused { why, .. } = w { Some(why.as_str()) } else { None }).collect();
+    let (key, why) = if refused.len() == work.len() {
+        let calls: Vec<String> = reply_calls.iter().map(|(n, a)| format!("{n}:{a}")).collect();
+        (Some(calls.join("|")), refused.join("; "))
+    } else {
+        (None, String::new())
+    };
+    if let Some(stop) = c.repeated_invalid(cfg, key, &why) {
+        return stop;
+    }
+    c.iterations += 1;
     Next::Tools(work)
 }
 
@@ -99,6 +116,19 @@ fn client_calls(c: &Convo, mut message: Value) -> Next {
         }
     }
     Next::ClientTools(message)
+}
+
+/// The model's tool-call message as it goes back in the conversation: `content: null` becomes `""` and
+/// the legacy `function_call` is dropped, which every server accepts (llama-cpp-python answers 500 to
+/// a null content).
+fn echoed(mut message: Value) -> Value {
+    if let Value::Object(m) = &mut message {
+        m.remove("function_call");
+        if m.get("content").is_none_or(Value::is_null) {
+            m.insert("content".into(), Value::String(String::new()));
+        }
+    }
+    message
 }
 
 fn parse_arguments(text: &str) -> Result<Value, String> {

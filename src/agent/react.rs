@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 const DROPPED: [&str; 7] =
     ["tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "logprobs", "top_logprobs"];
 const STOP: &str = "Observation:";
+/// A model that runs on past its answer starts inventing the next question.
+const STOP_QUESTION: &str = "\nQuestion:";
 const MAX_STOPS: usize = 4;
 
 pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
@@ -36,18 +38,31 @@ pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
 
 pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     let text = reply.content;
-    let kept = text.split("\nObservation:").next().unwrap_or("").trim_end();
+    let kept = text.split("\nObservation:").next().unwrap_or("");
+    let kept = kept.split("\nQuestion:").next().unwrap_or("").trim_end().to_string();
     c.messages.push(json!({"role": "assistant", "content": kept}));
     let malformed = |why: &str| {
-        Next::Tools(vec![Work::Known(format!("Invalid format: {why}. {}", cfg.template.format_reminder()))])
+        let work = Work::Known(format!("Invalid format: {why}. {}", cfg.template.format_reminder()));
+        (Next::Tools(vec![work]), Some(format!("malformed:{kept}")), format!("the reply is not in the format: {why}"))
     };
-    let next = match parse(&text) {
+    let (next, invalid, why) = match parse(&text) {
         Step::Final { answer } if !answer.is_empty() => return Next::Answer { content: answer, finish_reason: "stop" },
         _ if c.final_ask => return c.limit_answer(cfg),
         Step::Final { .. } => malformed("the final answer is empty"),
         Step::Malformed { why } => malformed(&why),
-        Step::Action { name, input } => Next::Tools(vec![tool_work(cfg, &name, input)]),
+        Step::Action { name, input } => {
+            let key = format!("action:{name}:{input}");
+            match tool_work(cfg, &name, input) {
+                Work::Refused { name, observation, why } => {
+                    (Next::Tools(vec![Work::Refused { name, observation, why: why.clone() }]), Some(key), why)
+                }
+                work => (Next::Tools(vec![work]), None, String::new()),
+            }
+        }
     };
+    if let Some(stop) = c.repeated_invalid(cfg, invalid, &why) {
+        return stop;
+    }
     c.iterations += 1;
     next
 }
@@ -61,15 +76,17 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bo
     c.messages.push(json!({"role": "user", "content": content}));
 }
 
-/// The client's stop sequences (they apply to every turn) and `Observation:`, at most four.
+/// The client's stop sequences (they apply to every turn), `Observation:` and `\nQuestion:`: at most
+/// four, OpenAI's limit.
 fn merged_stop(client: Option<&Value>) -> Value {
     let mut stops: Vec<Value> = match client {
         Some(Value::String(s)) => vec![Value::String(s.clone())],
         Some(Value::Array(a)) => a.iter().filter(|v| v.is_string()).cloned().collect(),
         _ => Vec::new(),
     };
-    stops.retain(|s| s.as_str() != Some(STOP));
-    stops.truncate(MAX_STOPS - 1);
+    stops.retain(|s| s.as_str() != Some(STOP) && s.as_str() != Some(STOP_QUESTION));
+    stops.truncate(MAX_STOPS - 2);
     stops.push(Value::String(STOP.into()));
+    stops.push(Value::String(STOP_QUESTION.into()));
     Value::Array(stops)
 }

@@ -228,7 +228,9 @@ const MAX_BLOB_TRIES: usize = 256;
 /// classic `Action:` / `Action Input:` lines, or `Final Answer:`. A reply with no ReAct marker at all is
 /// the model answering directly, and so a final answer.
 pub fn parse(text: &str) -> Step {
-    let text = text.trim();
+    // A model that runs on past its answer invents the next turn: everything from a new `Question:`
+    // line on is not its reply (the stop sequences ask the server to cut there too).
+    let text = cut_invented_question(text.trim());
     if text.is_empty() {
         return Step::Malformed { why: "the reply is empty".into() };
     }
@@ -284,7 +286,7 @@ fn from_blob(obj: &serde_json::Map<String, Value>) -> Step {
         .get("action_input")
         .or_else(|| obj.iter().find(|(k, _)| k.contains("input")).map(|(_, v)| v))
         .cloned()
-        .unwrap_or(Value::Null);
+        .unwrap_or_else(|| flattened_input(obj));
     if name.eq_ignore_ascii_case("Final Answer") || name.eq_ignore_ascii_case("final_answer") {
         return Step::Final { answer: value_text(&input) };
     }
@@ -304,6 +306,21 @@ fn from_blob(obj: &serde_json::Map<String, Value>) -> Step {
         other => other,
     };
     Step::Action { name, input }
+}
+
+/// Small models flatten the arguments into the blob (`{"action": "t", "city": "Oslo"}`): without an
+/// input key, the other keys are the input.
+fn flattened_input(obj: &serde_json::Map<String, Value>) -> Value {
+    let rest: serde_json::Map<String, Value> = obj
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "action" | "thought"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if rest.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(rest)
+    }
 }
 
 /// The text after `Action Input:` up to an `Observation:` line: JSON, or else a plain string.
@@ -385,6 +402,14 @@ fn find_marker(text: &str, marker: &str, from: usize) -> Option<usize> {
         at = pos + marker.len();
     }
     None
+}
+
+/// `text` up to a line that starts with `Question:` (the first line itself is kept: it may quote one).
+fn cut_invented_question(text: &str) -> &str {
+    match text.find("\nQuestion:") {
+        Some(i) => text[..i].trim_end(),
+        None => text,
+    }
 }
 
 fn clean_answer(s: &str) -> String {

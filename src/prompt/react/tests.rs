@@ -108,3 +108,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn flattened_blob_arguments_are_the_input() {
+    let step = parse(r#"{"action": "get_weather_now", "location": "Oslo", "unit": "c"}"#);
+    assert_eq!(step, Step::Action { name: "get_weather_now".into(), input: json!({"location": "Oslo", "unit": "c"}) });
+    let step = parse(r#"{"action": "list_all", "thought": "no input needed"}"#);
+    assert_eq!(step, Step::Action { name: "list_all".into(), input: Value::Null });
+}
+
+#[test]
+fn an_invented_next_question_is_cut() {
+    assert_eq!(
+        parse("It is cold in Oslo.\nQuestion: And in Bergen?\nThought: ..."),
+        Step::Final { answer: "It is cold in Oslo.".into() }
+    );
+    assert_eq!(parse("Thought: done\nFinal Answer: Cold.\nQuestion: next?"), Step::Final { answer: "Cold.".into() });
+}

@@ -1,0 +1,113 @@
+//! What small models really emit (seen with SmolLM2 on llama-cpp-python), and what the loop does with
+//! it: flattened blobs, extra keys, the same invalid action again and again, runs into an invented next
+//! question; and the limit answer never shows the filter's instructions to the model.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test code
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+const PETS: &str = "outbound|8080||pets.svc";
+
+fn pets(extra: serde_json::Value) -> String {
+    config(&[("pets.svc", "oai-petstore.yaml", json!({}))], extra)
+}
+
+#[test]
+fn a_flattened_blob_is_called_with_its_keys() {
+    let mut h = Harness::new(&pets(json!({})))
+        .llm([text(r#"Action: {"action": "listPets", "limit": 3}"#), classic_final("Three.")])
+        .tool_json(PETS, "[]");
+    let out = h.run(&user("Three pets?"));
+    assert_eq!(out.answer(), "Three.");
+    assert_eq!(out.tool_calls[0].path, "/v1/pets?limit=3");
+}
+
+#[test]
+fn extra_keys_are_dropped_the_call_is_made_and_the_model_is_told() {
+    let mut h = Harness::new(&pets(json!({})))
+        .llm([
+            blob_call("x", "listPets", json!({"limit": 2, "temperature": 20, "condition": "cold"})),
+            classic_final("Ok."),
+        ])
+        .tool_json(PETS, r#"[{"id": 1}]"#);
+    let out = h.run(&user("Two pets?"));
+    assert_eq!(out.tool_calls.len(), 1);
+    assert_eq!(out.tool_calls[0].path, "/v1/pets?limit=2", "the extra keys were never sent");
+    let observation = out.last_message(2);
+    assert!(
+        observation.contains("'temperature', 'condition' not parameters of 'listPets' and were not sent"),
+        "{observation}"
+    );
+    assert!(observation.contains(r#"[{"id": 1}]"#));
+}
+
+#[test]
+fn a_dropped_key_never_shadows_a_credential() {
+    let cfg = config(
+        &[("pets.svc", "oai-petstore.yaml", json!({"apiKey": {"in": "query", "name": "apikey", "value": "K"}}))],
+        json!({}),
+    );
+    let mut h = Harness::new(&cfg)
+        .llm([blob_call("x", "listPets", json!({"apikey": "stolen"})), classic_final("Ok.")])
+        .tool_json(PETS, "[]");
+    let out = h.run(&user("Pets?"));
+    assert_eq!(out.tool_calls[0].path, "/v1/pets?apikey=K");
+}
+
+#[test]
+fn the_same_invalid_action_twice_ends_with_a_clear_answer() {
+    for (syntax, call, _) in SYNTAXES {
+        let bad = || call("x", "showPetById", json!({"id": "7"}));
+        let mut h = Harness::new(&pets(json!({"llm": {"maxIterations": 10}}))).llm([bad(), bad(), bad(), bad()]);
+        let out = h.run(&user("Pet 7?"));
+        assert_eq!(out.llm_requests.len(), 2, "{syntax}: stopped after the second identical failure");
+        assert_eq!(out.finish_reason(), "length");
+        let answer = out.answer();
+        assert!(answer.starts_with("I could not finish: the model gave the same invalid action twice"), "{answer}");
+        assert!(answer.contains("missing required argument(s) 'petId'"), "{answer}");
+        assert!(!answer.contains("Its parameters"), "no schema dump in the answer: {answer}");
+        assert!(out.tool_calls.is_empty());
+    }
+    // The same malformed output twice, too.
+    let mut h =
+        Harness::new(&pets(json!({}))).llm([text("Action:\n```\n{broken\n```"), text("Action:\n```\n{broken\n```")]);
+    let out = h.run(&user("Pets?"));
+    assert_eq!((out.llm_requests.len(), out.finish_reason().as_str()), (2, "length"));
+    // Different failures are corrected as usual.
+    let mut h = Harness::new(&pets(json!({}))).llm([
+        text("Action:\n```\n{broken\n```"),
+        text("Action:\n```\n{also broken\n```"),
+        classic_final("Fine."),
+    ]);
+    assert_eq!(h.run(&user("Pets?")).answer(), "Fine.");
+}
+
+#[test]
+fn the_limit_answer_never_shows_the_filters_instructions() {
+    for (chinese, language) in [(false, "EN"), (true, "CH")] {
+        let cfg = pets(json!({"llm": {"maxIterations": 2}, "promptTemplate": {"language": language}}));
+        let mut h = Harness::new(&cfg).llm([
+            text("Action: {oops"),
+            text("Action: {other oops"),
+            classic_call("x", "listPets", json!({})),
+        ]);
+        let out = h.run(&user("Pets?"));
+        let answer = out.answer();
+        assert_eq!(out.finish_reason(), "length");
+        for leak in ["Reply in the format", "Invalid format", "请按上面给出的格式回复", "json blob"] {
+            assert!(!answer.contains(leak), "{language}: {answer}");
+        }
+        assert!(answer.contains(if chinese { "未能完成" } else { "I could not finish" }));
+        assert!(!answer.contains("last result") && !answer.contains("最后一次结果"), "no tool ran: {answer}");
+    }
+}
+
+#[test]
+fn a_run_on_into_an_invented_question_is_cut_in_the_answer_and_the_history() {
+    let mut h = Harness::new(&pets(json!({}))).llm([text("Pets are great.\nQuestion: What about cats?\nThought: hmm")]);
+    let out = h.run(&user("Pets?"));
+    assert_eq!(out.answer(), "Pets are great.");
+    assert_eq!(out.llm_requests[0]["stop"], json!(["Observation:", "\nQuestion:"]));
+}
