@@ -177,3 +177,18 @@ fn enable_without_a_schema_means_any_json_object_as_higress_allows() {
         assert_eq!(formatting["response_format"], json!({"type": "json_object"}), "{mode}");
     }
 }
+
+#[test]
+fn a_refused_response_format_is_stepped_down_then_dropped() {
+    let refused = || Turn::Raw(500, r#"{"error": {"message": "response_format json_schema is not supported"}}"#.into());
+    let config =
+        cfg("react", json!({"enable": true, "jsonSchema": schema(), "useResponseFormat": true, "maxRetry": 1}));
+    let out =
+        run(&config, "react", vec![refused(), refused(), text(r#"{"pets": ["Rex"], "count": 1}"#)], user(QUESTION));
+    assert_eq!(out.reply.status, 200, "{}", out.body_text());
+    let kinds: Vec<Value> = out.llm_requests[2..].iter().map(|r| r["response_format"]["type"].clone()).collect();
+    assert_eq!(kinds, [json!("json_schema"), json!("json_object"), Value::Null]);
+    // A server that refuses even the plain call: the error, once nothing is left to drop.
+    let out = run(&config, "react", vec![refused(), refused(), refused()], user(QUESTION));
+    assert_eq!(out.reply.status, 502);
+}

@@ -90,6 +90,23 @@ impl Format {
         serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
     }
 
+    pub fn has_response_format(&self) -> bool {
+        self.target.response_format.is_some()
+    }
+
+    /// Steps the `response_format` down after a server refused it: `json_schema` → `json_object` →
+    /// none. Returns the new type's name, or `None` when there is nothing left to drop.
+    pub fn weaker_response_format(&mut self) -> Option<&'static str> {
+        let kind = self.target.response_format.as_ref()?.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind == "json_schema" {
+            self.target.response_format = Some(json!({"type": "json_object"}));
+            Some("json_object")
+        } else {
+            self.target.response_format = None;
+            Some("none")
+        }
+    }
+
     /// Reads a reply: valid JSON text, the next request's body, or the final mismatch error.
     pub fn on_reply(
         &mut self,

@@ -190,7 +190,9 @@ impl Agent {
                 if id == got =>
             {
                 self.llm_answered(id, status, body, now_ms);
-                match self.retry_llm(now_ms, id, retry::status_wait(status, headers)) {
+                // A refused response_format is stepped down at once, not sent again as it was.
+                let wait = retry::status_wait(status, headers).filter(|_| !f.has_response_format() || status == 429);
+                match self.retry_llm(now_ms, id, wait) {
                     true => (State::AwaitFormat(id, c, f, reason), Vec::new()),
                     false => self.on_format(c, f, reason, status, body, now_ms),
                 }
@@ -494,6 +496,19 @@ impl Agent {
     ) -> Step {
         self.llm = None;
         self.report.llm_turns += 1;
+        if (400..600).contains(&status) && status != 429 {
+            // Servers that do not support the response_format sent (llama.cpp answers 500 to
+            // json_schema) get the call again with a simpler one, then without it.
+            if let Some(weaker) = f.weaker_response_format() {
+                log::info!(
+                    "#{} the formatting call was refused (HTTP {status}); trying response_format {weaker}",
+                    self.meta.id
+                );
+                let body = f.body(&self.cfg, &c.model);
+                let (id, call) = self.llm_call(body, now_ms);
+                return (State::AwaitFormat(id, c, f, reason), vec![Command::Dispatch(call)]);
+            }
+        }
         if let Some(e) = llm_status_error(status, body) {
             return self.fail(e);
         }
