@@ -165,6 +165,14 @@ fn bad_configurations_name_the_field() {
         ),
         (with(base(), "/jsonResp", json!({"enable": "yes"})), "jsonResp.enable: must be true or false, found string"),
         (json!([1]), "must be an object, found array"),
+        (
+            with(base(), "/apis/0/api", json!(format!("openapi: 3.0.0\npaths: {}", "{a: ".repeat(100_000)))),
+            "apis[0].api: OpenAPI too-deep: nested deeper than 100 levels at line 2 column 404",
+        ),
+        (
+            with(base(), "/jsonResp", json!({"enable": true, "jsonSchema": "[".repeat(100_000)})),
+            "jsonResp.jsonSchema: the schema text is nested deeper than 100 levels at line 1 column 101",
+        ),
     ];
     for (cfg, expected) in cases {
         let got = error(&cfg);
@@ -186,6 +194,20 @@ fn duplicate_tools_across_apis_and_missing_hosts() {
         "apis": [{"apiProvider": {"cluster": "tools"}, "api": "openapi: 3.1.0\npaths:\n  /a:\n    get: {operationId: a}\n"}],
     });
     assert_eq!(error(&cfg), "apis[0].apiProvider.domain: required: the server URL of tool 'a' has no host");
+}
+
+#[test]
+fn configuration_text_that_nests_too_deeply() {
+    let text = format!("{{\"llm\": {}", "[".repeat(100_000));
+    assert_eq!(
+        Config::from_slice(text.as_bytes()).unwrap_err().to_string(),
+        "configuration nested deeper than 100 levels at line 1 column 108"
+    );
+    let yaml = format!("llm:\n  x: {}", "{a: ".repeat(100_000));
+    assert_eq!(
+        Config::from_slice(yaml.as_bytes()).unwrap_err().to_string(),
+        "configuration nested deeper than 100 levels at line 2 column 398"
+    );
 }
 
 #[test]
