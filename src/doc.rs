@@ -180,6 +180,21 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_keys_are_refused_in_json_as_in_yaml() {
+        let e = parse("{\"a\": 1, \"b\": {\"c\": 1,\n \"c\": 2}}").unwrap_err();
+        assert_eq!(e, DocError::Invalid("not valid JSON: duplicate key 'c' in b at line 2 column 4".into()));
+        let e = parse("[{\"x\": 1}, {\"y\": [{\"x\": 1, \"x\": 1}]}]").unwrap_err();
+        assert_eq!(e.to_string(), "not valid JSON: duplicate key 'x' in [1].y[0] at line 1 column 30");
+        let e = parse("{\"x\": 1, \"x\": 1}").unwrap_err();
+        assert_eq!(e.to_string(), "not valid JSON: duplicate key 'x' at line 1 column 12");
+        let e = parse("a: 1\nb: {c: 1, c: 2}\n").unwrap_err().to_string();
+        assert_eq!(e, "not valid JSON or YAML: b: duplicate entry with key \"c\" at line 2 column 4");
+        let long = "k".repeat(1000);
+        let e = parse(&format!("{{\"{long}\": 1, \"{long}\": 2}}")).unwrap_err().to_string();
+        assert!(e.starts_with("not valid JSON: duplicate key 'kkkk") && e.len() < 200, "{e}");
+    }
+
+    #[test]
     fn merge_keys_are_applied() {
         let v = parse("base: &b {x: 1}\nderived:\n  <<: *b\n  y: 2\n").unwrap();
         assert_eq!(v["derived"], json!({"x": 1, "y": 2}));

@@ -173,6 +173,14 @@ fn bad_configurations_name_the_field() {
             with(base(), "/jsonResp", json!({"enable": true, "jsonSchema": "[".repeat(100_000)})),
             "jsonResp.jsonSchema: the schema text is nested deeper than 100 levels at line 1 column 101",
         ),
+        (
+            with(base(), "/apis/0/api", json!("{\"openapi\": \"3.0.0\", \"paths\": {\"/a\": {}, \"/a\": {}}}")),
+            "apis[0].api: OpenAPI not-a-document: not valid JSON: duplicate key '/a' in paths at line 1 column 45",
+        ),
+        (
+            with(base(), "/jsonResp", json!({"enable": true, "jsonSchema": "{\"type\": \"object\", \"type\": 1}"})),
+            "jsonResp.jsonSchema: the schema text is not valid JSON: duplicate key 'type' at line 1 column 25",
+        ),
     ];
     for (cfg, expected) in cases {
         let got = error(&cfg);
@@ -207,6 +215,15 @@ fn configuration_text_that_nests_too_deeply() {
     assert_eq!(
         Config::from_slice(yaml.as_bytes()).unwrap_err().to_string(),
         "configuration nested deeper than 100 levels at line 2 column 398"
+    );
+}
+
+#[test]
+fn duplicate_keys_in_json_text() {
+    let text = br#"{"llm": {"path": "/a", "path": "/b"}}"#;
+    assert_eq!(
+        Config::from_slice(text).unwrap_err().to_string(),
+        "configuration not valid JSON: duplicate key 'path' in llm at line 1 column 29"
     );
 }
 
