@@ -68,9 +68,7 @@ impl<'a> Scanner<'a> {
         if self.column == 0 && self.byte(0) == b'%' {
             // A directive: libyaml wants nothing but a comment after it on its line.
             self.end_of_block_context();
-            while !self.breakz_at(0) {
-                self.bump();
-            }
+            self.pass(|_| false);
         } else if self.column == 0 && self.document_marker() {
             self.end_of_block_context();
             (0..3).for_each(|_| self.bump());
@@ -210,16 +208,13 @@ impl<'a> Scanner<'a> {
     /// Spaces, comments and line breaks (libyaml's `scan_to_next_token`).
     fn skip_to_token(&mut self) {
         loop {
-            if self.column == 0 && self.rest().starts_with("\u{feff}".as_bytes()) {
+            if self.column == 0 && self.byte(0) == 0xEF && self.rest().starts_with("\u{feff}".as_bytes()) {
                 self.bump();
             }
-            while self.byte(0) == b' ' || ((self.flow > 0 || !self.key_allowed) && self.byte(0) == b'\t') {
-                self.bump();
-            }
+            let tabs = self.flow > 0 || !self.key_allowed;
+            self.spaces(|b| b == b' ' || (tabs && b == b'\t'));
             if self.byte(0) == b'#' {
-                while !self.breakz_at(0) {
-                    self.bump();
-                }
+                self.pass(|_| false);
             }
             if !self.break_at(0) {
                 return;
@@ -249,6 +244,11 @@ impl<'a> Scanner<'a> {
                 break;
             }
             while !self.blankz_at(0) {
+                let flow = self.flow > 0;
+                self.pass(|b| matches!(b, b' ' | b'\t' | b':') || (flow && b",[]{}".contains(&b)));
+                if self.blankz_at(0) {
+                    break;
+                }
                 let (c, next) = (self.byte(0), self.byte(1));
                 if self.flow > 0 && c == b':' && b",?[]{}".contains(&next) {
                     return; // libyaml stops here with an error
@@ -263,7 +263,7 @@ impl<'a> Scanner<'a> {
             }
             while self.blank_at(0) || self.break_at(0) {
                 if self.blank_at(0) {
-                    self.bump();
+                    self.spaces(|b| b == b' ' || b == b'\t');
                 } else {
                     self.skip_line();
                     leading_blanks = true;
@@ -287,6 +287,10 @@ impl<'a> Scanner<'a> {
                 return; // libyaml stops here with an error
             }
             while !self.blankz_at(0) {
+                self.pass(|b| matches!(b, b' ' | b'\t' | b'\'' | b'"' | b'\\'));
+                if self.blankz_at(0) {
+                    break;
+                }
                 let c = self.byte(0);
                 if single && c == b'\'' && self.byte(1) == b'\'' {
                     self.bump();
@@ -307,7 +311,7 @@ impl<'a> Scanner<'a> {
             }
             while self.blank_at(0) || self.break_at(0) {
                 if self.blank_at(0) {
-                    self.bump();
+                    self.spaces(|b| b == b' ' || b == b'\t');
                 } else {
                     self.skip_line();
                 }
@@ -334,9 +338,7 @@ impl<'a> Scanner<'a> {
             self.bump();
         }
         if self.byte(0) == b'#' {
-            while !self.breakz_at(0) {
-                self.bump();
-            }
+            self.pass(|_| false);
         }
         if !self.breakz_at(0) {
             return; // libyaml stops here with an error
@@ -347,9 +349,7 @@ impl<'a> Scanner<'a> {
         let mut indent = if increment == 0 { 0 } else { self.indent().max(0) + increment };
         self.block_breaks(&mut indent);
         while self.column as isize == indent && self.byte(0) != 0 {
-            while !self.breakz_at(0) {
-                self.bump();
-            }
+            self.pass(|_| false);
             if self.break_at(0) {
                 self.skip_line();
             }
@@ -395,7 +395,8 @@ impl<'a> Scanner<'a> {
     }
 
     fn document_marker(&self) -> bool {
-        (self.rest().starts_with(b"---") || self.rest().starts_with(b"...")) && self.blankz_at(3)
+        let c = self.byte(0);
+        (c == b'-' || c == b'.') && self.byte(1) == c && self.byte(2) == c && self.blankz_at(3)
     }
 
     fn rest(&self) -> &'a [u8] {
@@ -418,6 +419,30 @@ impl<'a> Scanner<'a> {
         };
         self.at += width;
         self.column += 1;
+    }
+
+    /// Passes a run of the ASCII bytes `blank` picks.
+    fn spaces(&mut self, blank: impl Fn(u8) -> bool) {
+        let n = self.rest().iter().take_while(|&&b| blank(b)).count();
+        self.at += n;
+        self.column += n;
+    }
+
+    /// Passes ordinary characters at once: up to a byte `stop` picks, a NUL or a line break.
+    fn pass(&mut self, stop: impl Fn(u8) -> bool) {
+        loop {
+            let rest = self.rest();
+            let n = rest
+                .iter()
+                .position(|&b| stop(b) || matches!(b, b'\r' | b'\n' | 0 | 0xC2 | 0xE2))
+                .unwrap_or(rest.len());
+            self.column += rest[..n].iter().filter(|&&b| b & 0xC0 != 0x80).count();
+            self.at += n;
+            if !matches!(self.byte(0), 0xC2 | 0xE2) || self.break_at(0) {
+                return;
+            }
+            self.bump(); // a character that only starts like NEL, LS or PS
+        }
     }
 
     fn skip_line(&mut self) {
