@@ -181,6 +181,15 @@ fn bad_configurations_name_the_field() {
             with(base(), "/jsonResp", json!({"enable": true, "jsonSchema": "{\"type\": \"object\", \"type\": 1}"})),
             "jsonResp.jsonSchema: the schema text is not valid JSON: duplicate key 'type' at line 1 column 25",
         ),
+        (
+            with(
+                base(),
+                "/apis/0/api",
+                json!(SPEC.replace("schema: {type: string}", "schema: {$ref: '#/components/schemas/A'}")
+                    + "components:\n  schemas:\n    A: {$ref: '#/components/schemas/B'}\n    B: {$ref: '#/components/schemas/A'}\n"),
+            ),
+            "apis[0].api: OpenAPI ref-cycle: GET /weather: '#/components/schemas/A' leads back to itself through $refs alone: a schema without instances",
+        ),
     ];
     for (cfg, expected) in cases {
         let got = error(&cfg);
