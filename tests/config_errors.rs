@@ -59,6 +59,10 @@ fn accepted_variants() {
         with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "header", "name": "DeepL-Auth-Key", "value": "K"}));
     let c = Config::from_value(&cfg).unwrap();
     assert_eq!(c.apis[0].api_key, Some(ApiKey::Header { name: "DeepL-Auth-Key".into(), value: "K".into() }));
+    for none in [json!({"in": "none"}), json!({"in": ""}), json!({"name": "", "value": ""})] {
+        let c = Config::from_value(&with(base(), "/apis/0/apiProvider/apiKey", none)).unwrap();
+        assert_eq!(c.apis[0].api_key, None, "no key: value is not required");
+    }
     let cfg = with(base(), "/promptTemplate", json!({"language": "CH", "chTemplate": {"question": "问题"}}));
     let c = Config::from_value(&cfg).unwrap();
     assert!(c.template.chinese && c.react_prompt.contains("Question: 问题"));
@@ -118,6 +122,22 @@ fn bad_configurations_name_the_field() {
         (
             with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "query"})),
             "apis[0].apiProvider.apiKey.name: required",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "header", "name": "X-Key"})),
+            "apis[0].apiProvider.apiKey.value: required",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "query", "name": "key", "value": ""})),
+            "apis[0].apiProvider.apiKey.value: must not be empty",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "query", "name": "key", "value": " "})),
+            "apis[0].apiProvider.apiKey.value: must not be empty",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "query", "name": "key", "value": 7})),
+            "apis[0].apiProvider.apiKey.value: must be a string, found integer",
         ),
         (
             with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "header", "name": ":path", "value": "x"})),
