@@ -210,6 +210,10 @@ fn bad_configurations_name_the_field() {
             ),
             "apis[0].api: OpenAPI ref-cycle: GET /weather: '#/components/schemas/A' leads back to itself through $refs alone: a schema without instances",
         ),
+        (
+            with(base(), "/apis/0/api", json!(SPEC.replace("api.example.com", "api.example.com:99999"))),
+            "apis[0].api: OpenAPI bad-server: GET /weather: server URL 'https://api.example.com:99999' has port '99999', not a number from 1 to 65535",
+        ),
     ];
     for (cfg, expected) in cases {
         let got = error(&cfg);
