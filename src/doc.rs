@@ -1,39 +1,90 @@
 //! Text documents (plugin configuration, OpenAPI specs, JSON Schemas) arrive as JSON or YAML. Both are
 //! read into one `serde_json::Value` tree, keeping key order, so every later step works on one type.
 
+mod json;
+mod nesting;
+
 use serde_json::{Map, Number, Value};
+use std::fmt;
+
+/// How deeply collections may nest. Real documents stay far below (the OpenAPI corpus at 16), and the
+/// limit is what keeps parsing linear: libyaml's work grows with the square of the depth. It is below
+/// the parsers' own limits (128), so that this check, with its message, is the one that fires.
+pub const MAX_DEPTH: usize = 100;
+
+/// Why a text is not a usable document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocError {
+    /// Nested deeper than `MAX_DEPTH`.
+    TooDeep(String),
+    /// Not JSON or YAML.
+    Invalid(String),
+}
+
+impl fmt::Display for DocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DocError::TooDeep(m) | DocError::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<DocError> for String {
+    fn from(e: DocError) -> String {
+        e.to_string()
+    }
+}
 
 /// Parses JSON, or YAML when the text is not JSON. YAML's non-string keys (`200:` response codes) become
 /// strings, merge keys (`<<`) are applied, and tags are dropped (their values are kept).
-pub fn parse(text: &str) -> Result<Value, String> {
+pub fn parse(text: &str) -> Result<Value, DocError> {
     let trimmed = text.trim_start_matches('\u{feff}').trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
-            return Ok(v);
+        match json::parse(trimmed) {
+            Ok(v) => return Ok(v),
+            Err(json::Failure::Refused(e)) => return Err(e),
+            Err(json::Failure::Syntax) => {}
         }
     }
-    let mut yaml: yaml_serde::Value =
-        yaml_serde::from_str(trimmed).map_err(|e| format!("not valid JSON or YAML: {e}"))?;
-    yaml.apply_merge().map_err(|e| format!("YAML merge key: {e}"))?;
-    from_yaml(yaml)
+    // Before the YAML parser, whose time grows with the square of the depth.
+    nesting::check(trimmed, MAX_DEPTH).map_err(DocError::TooDeep)?;
+    let mut yaml: yaml_serde::Value = yaml_serde::from_str(trimmed).map_err(yaml_error)?;
+    yaml.apply_merge().map_err(|e| DocError::Invalid(format!("YAML merge key: {e}")))?;
+    from_yaml(yaml, 1)
 }
 
-fn from_yaml(v: yaml_serde::Value) -> Result<Value, String> {
+fn yaml_error(e: yaml_serde::Error) -> DocError {
+    let message = e.to_string();
+    // The pre-scan does not count a sequence written at its parent key's indentation (`key:\n- a`):
+    // nesting made of those reaches yaml_serde's own limit.
+    if message.starts_with("recursion limit exceeded") {
+        return DocError::TooDeep(format!("nested deeper than {MAX_DEPTH} levels"));
+    }
+    DocError::Invalid(format!("not valid JSON or YAML: {message}"))
+}
+
+/// `depth`: the collections `v` would be inside of, itself included (merge keys can deepen a tree).
+fn from_yaml(v: yaml_serde::Value, depth: usize) -> Result<Value, DocError> {
     use yaml_serde::Value as Y;
+    if matches!(v, Y::Sequence(_) | Y::Mapping(_)) && depth > MAX_DEPTH {
+        return Err(DocError::TooDeep(format!("nested deeper than {MAX_DEPTH} levels")));
+    }
     Ok(match v {
         Y::Null => Value::Null,
         Y::Bool(b) => Value::Bool(b),
         Y::Number(n) => yaml_number(&n),
         Y::String(s) => Value::String(s),
-        Y::Sequence(items) => Value::Array(items.into_iter().map(from_yaml).collect::<Result<_, _>>()?),
+        Y::Sequence(items) => {
+            Value::Array(items.into_iter().map(|i| from_yaml(i, depth + 1)).collect::<Result<_, _>>()?)
+        }
         Y::Mapping(m) => {
             let mut out = Map::with_capacity(m.len());
             for (k, v) in m {
-                out.insert(yaml_key(k)?, from_yaml(v)?);
+                out.insert(yaml_key(k)?, from_yaml(v, depth + 1)?);
             }
             Value::Object(out)
         }
-        Y::Tagged(t) => from_yaml(t.value)?,
+        Y::Tagged(t) => from_yaml(t.value, depth)?,
     })
 }
 
@@ -47,7 +98,7 @@ fn yaml_number(n: &yaml_serde::Number) -> Value {
     }
 }
 
-fn yaml_key(k: yaml_serde::Value) -> Result<String, String> {
+fn yaml_key(k: yaml_serde::Value) -> Result<String, DocError> {
     use yaml_serde::Value as Y;
     match k {
         Y::String(s) => Ok(s),
@@ -55,7 +106,7 @@ fn yaml_key(k: yaml_serde::Value) -> Result<String, String> {
         Y::Bool(b) => Ok(b.to_string()),
         Y::Null => Ok("null".into()),
         Y::Tagged(t) => yaml_key(t.value),
-        Y::Sequence(_) | Y::Mapping(_) => Err("a YAML mapping key that is a list or a map".into()),
+        Y::Sequence(_) | Y::Mapping(_) => Err(DocError::Invalid("a YAML mapping key that is a list or a map".into())),
     }
 }
 
@@ -129,6 +180,21 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_keys_are_refused_in_json_as_in_yaml() {
+        let e = parse("{\"a\": 1, \"b\": {\"c\": 1,\n \"c\": 2}}").unwrap_err();
+        assert_eq!(e, DocError::Invalid("not valid JSON: duplicate key 'c' in b at line 2 column 4".into()));
+        let e = parse("[{\"x\": 1}, {\"y\": [{\"x\": 1, \"x\": 1}]}]").unwrap_err();
+        assert_eq!(e.to_string(), "not valid JSON: duplicate key 'x' in [1].y[0] at line 1 column 30");
+        let e = parse("{\"x\": 1, \"x\": 1}").unwrap_err();
+        assert_eq!(e.to_string(), "not valid JSON: duplicate key 'x' at line 1 column 12");
+        let e = parse("a: 1\nb: {c: 1, c: 2}\n").unwrap_err().to_string();
+        assert_eq!(e, "not valid JSON or YAML: b: duplicate entry with key \"c\" at line 2 column 4");
+        let long = "k".repeat(1000);
+        let e = parse(&format!("{{\"{long}\": 1, \"{long}\": 2}}")).unwrap_err().to_string();
+        assert!(e.starts_with("not valid JSON: duplicate key 'kkkk") && e.len() < 200, "{e}");
+    }
+
+    #[test]
     fn merge_keys_are_applied() {
         let v = parse("base: &b {x: 1}\nderived:\n  <<: *b\n  y: 2\n").unwrap();
         assert_eq!(v["derived"], json!({"x": 1, "y": 2}));
@@ -136,7 +202,85 @@ mod tests {
 
     #[test]
     fn bad_text_is_an_error() {
-        assert!(parse("a: [1, 2").unwrap_err().contains("not valid JSON or YAML"));
+        assert!(parse("a: [1, 2").unwrap_err().to_string().contains("not valid JSON or YAML"));
+    }
+
+    fn refusal(text: &str) -> String {
+        match parse(text) {
+            Err(DocError::TooDeep(m)) => m,
+            other => panic!("{}: {other:?}", truncate(text, 40)),
+        }
+    }
+
+    #[test]
+    fn depth_bombs_are_refused_before_the_yaml_parser() {
+        // Once the YAML parser saw them, the flow-style ones took 38 to 77 s natively.
+        let n = 100_000;
+        let cases = [
+            (format!("{}{}", "[".repeat(n), "]".repeat(n)), "at line 1 column 101"),
+            (format!("{}1{}", "{\"a\":".repeat(n), "}".repeat(n)), "at line 1 column 501"),
+            (format!("a: {}{}", "[".repeat(n), "]".repeat(n)), "at line 1 column 103"),
+            (format!("a: {}b{}", "{a: ".repeat(n), "}".repeat(n)), "at line 1 column 400"),
+            (format!("{}x\n", "- ".repeat(n)), "at line 1 column 201"),
+            (format!("x: [{}", "[a, ".repeat(n)), "at line 1 column 397"),
+        ];
+        for (text, at) in cases {
+            assert_eq!(refusal(&text), format!("nested deeper than {MAX_DEPTH} levels {at}"));
+        }
+    }
+
+    #[test]
+    fn deep_and_long_flow_text_is_refused_before_the_yaml_parser() {
+        // Within the depth limit, but 0.6 s of the YAML parser's time per MB (natively).
+        let up_and_down = format!("{}]", format!("{}{},", "[".repeat(98), "]".repeat(98)).repeat(2000));
+        let e = refusal(&format!("a: [{up_and_down}"));
+        assert!(e.starts_with("too many [ ] and { } levels for a text this long at line 1 column"), "{e}");
+        // A large JSON document that is only YAML (a comment) stays far from the bound.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/openapi-corpus/deepl-full.yaml");
+        let spec = parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let text = format!("{}\n# a comment makes it YAML", serde_json::to_string_pretty(&spec).unwrap());
+        assert_eq!(parse(&text).unwrap(), spec);
+    }
+
+    /// `depth` collections, each the only entry of its parent, in every style.
+    fn styles(depth: usize) -> Vec<String> {
+        let block: String = (0..depth).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+        vec![
+            format!("{}1{}", "[".repeat(depth), "]".repeat(depth)),
+            format!("{}1{}", "{\"a\": ".repeat(depth), "}".repeat(depth)),
+            format!("{}x{}", "{a: ".repeat(depth), "}".repeat(depth)),
+            format!("{}x\n", "- ".repeat(depth)),
+            format!("{block}{}x\n", " ".repeat(depth)),
+            indentless(depth),
+        ]
+    }
+
+    /// `k0:\n- k1:\n  - k2:…`: sequences at their parent key's column, which libyaml does not indent.
+    fn indentless(depth: usize) -> String {
+        let mut text = String::from("k0:");
+        let mut level = 1;
+        while level + 2 <= depth {
+            text.push_str(&format!("\n{}- k{level}:", " ".repeat(level - 1)));
+            level += 2;
+        }
+        if level < depth {
+            text.push_str(&format!("\n{}- x\n", " ".repeat(level - 1)));
+        } else {
+            text.push_str(" x\n");
+        }
+        text
+    }
+
+    #[test]
+    fn the_depth_limit_is_the_same_in_every_style() {
+        for text in styles(MAX_DEPTH) {
+            assert!(parse(&text).is_ok(), "{}", truncate(&text, 60));
+        }
+        for text in styles(MAX_DEPTH + 1) {
+            assert!(refusal(&text).starts_with("nested deeper than 100 levels"), "{}", truncate(&text, 60));
+        }
+        // Past yaml_serde's own limit too.
+        assert!(refusal(&styles(200)[5]).starts_with("nested deeper than 100 levels"));
     }
 
     #[test]

@@ -59,6 +59,10 @@ fn accepted_variants() {
         with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "header", "name": "DeepL-Auth-Key", "value": "K"}));
     let c = Config::from_value(&cfg).unwrap();
     assert_eq!(c.apis[0].api_key, Some(ApiKey::Header { name: "DeepL-Auth-Key".into(), value: "K".into() }));
+    for none in [json!({"in": "none"}), json!({"in": ""}), json!({"name": "", "value": ""})] {
+        let c = Config::from_value(&with(base(), "/apis/0/apiProvider/apiKey", none)).unwrap();
+        assert_eq!(c.apis[0].api_key, None, "no key: value is not required");
+    }
     let cfg = with(base(), "/promptTemplate", json!({"language": "CH", "chTemplate": {"question": "问题"}}));
     let c = Config::from_value(&cfg).unwrap();
     assert!(c.template.chinese && c.react_prompt.contains("Question: 问题"));
@@ -120,6 +124,22 @@ fn bad_configurations_name_the_field() {
             "apis[0].apiProvider.apiKey.name: required",
         ),
         (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "header", "name": "X-Key"})),
+            "apis[0].apiProvider.apiKey.value: required",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "query", "name": "key", "value": ""})),
+            "apis[0].apiProvider.apiKey.value: must not be empty",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "query", "name": "key", "value": " "})),
+            "apis[0].apiProvider.apiKey.value: must not be empty",
+        ),
+        (
+            with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "query", "name": "key", "value": 7})),
+            "apis[0].apiProvider.apiKey.value: must be a string, found integer",
+        ),
+        (
             with(base(), "/apis/0/apiProvider/apiKey", json!({"in": "header", "name": ":path", "value": "x"})),
             "apis[0].apiProvider.apiKey.name: ':path' is not a valid header name",
         ),
@@ -157,6 +177,35 @@ fn bad_configurations_name_the_field() {
         ),
         (with(base(), "/jsonResp", json!({"enable": "yes"})), "jsonResp.enable: must be true or false, found string"),
         (json!([1]), "must be an object, found array"),
+        (
+            with(base(), "/apis/0/api", json!(format!("openapi: 3.0.0\npaths: {}", "{a: ".repeat(100_000)))),
+            "apis[0].api: OpenAPI too-deep: nested deeper than 100 levels at line 2 column 404",
+        ),
+        (
+            with(base(), "/jsonResp", json!({"enable": true, "jsonSchema": "[".repeat(100_000)})),
+            "jsonResp.jsonSchema: the schema text is nested deeper than 100 levels at line 1 column 101",
+        ),
+        (
+            with(base(), "/apis/0/api", json!("{\"openapi\": \"3.0.0\", \"paths\": {\"/a\": {}, \"/a\": {}}}")),
+            "apis[0].api: OpenAPI not-a-document: not valid JSON: duplicate key '/a' in paths at line 1 column 45",
+        ),
+        (
+            with(base(), "/jsonResp", json!({"enable": true, "jsonSchema": "{\"type\": \"object\", \"type\": 1}"})),
+            "jsonResp.jsonSchema: the schema text is not valid JSON: duplicate key 'type' at line 1 column 25",
+        ),
+        (
+            with(
+                base(),
+                "/apis/0/api",
+                json!(SPEC.replace("schema: {type: string}", "schema: {$ref: '#/components/schemas/A'}")
+                    + "components:\n  schemas:\n    A: {$ref: '#/components/schemas/B'}\n    B: {$ref: '#/components/schemas/A'}\n"),
+            ),
+            "apis[0].api: OpenAPI ref-cycle: GET /weather: '#/components/schemas/A' leads back to itself through $refs alone: a schema without instances",
+        ),
+        (
+            with(base(), "/apis/0/api", json!(SPEC.replace("api.example.com", "api.example.com:99999"))),
+            "apis[0].api: OpenAPI bad-server: GET /weather: server URL 'https://api.example.com:99999' has port '99999', not a number from 1 to 65535",
+        ),
     ];
     for (cfg, expected) in cases {
         let got = error(&cfg);
@@ -178,6 +227,29 @@ fn duplicate_tools_across_apis_and_missing_hosts() {
         "apis": [{"apiProvider": {"cluster": "tools"}, "api": "openapi: 3.1.0\npaths:\n  /a:\n    get: {operationId: a}\n"}],
     });
     assert_eq!(error(&cfg), "apis[0].apiProvider.domain: required: the server URL of tool 'a' has no host");
+}
+
+#[test]
+fn configuration_text_that_nests_too_deeply() {
+    let text = format!("{{\"llm\": {}", "[".repeat(100_000));
+    assert_eq!(
+        Config::from_slice(text.as_bytes()).unwrap_err().to_string(),
+        "configuration nested deeper than 100 levels at line 1 column 108"
+    );
+    let yaml = format!("llm:\n  x: {}", "{a: ".repeat(100_000));
+    assert_eq!(
+        Config::from_slice(yaml.as_bytes()).unwrap_err().to_string(),
+        "configuration nested deeper than 100 levels at line 2 column 398"
+    );
+}
+
+#[test]
+fn duplicate_keys_in_json_text() {
+    let text = br#"{"llm": {"path": "/a", "path": "/b"}}"#;
+    assert_eq!(
+        Config::from_slice(text).unwrap_err().to_string(),
+        "configuration not valid JSON: duplicate key 'path' in llm at line 1 column 29"
+    );
 }
 
 #[test]

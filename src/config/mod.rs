@@ -395,11 +395,16 @@ fn parse_api_key(provider: &mut Fields<'_>) -> Result<Option<ApiKey>, ConfigErro
     };
     let location = f.opt_str("in")?;
     let name = f.opt_nonempty("name")?;
-    let value = f.opt_str("value")?.unwrap_or_default();
+    let value = f.opt_str("value")?;
     let key = match location.as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("none") | Some("") => None,
         Some(place @ ("header" | "query")) => {
             let name = name.ok_or_else(|| f.err("name", "required"))?;
+            // Without a value the key would be sent empty, and the API would answer 401 to every call.
+            let value = value.ok_or_else(|| f.err("value", "required"))?;
+            if value.trim().is_empty() {
+                return Err(f.err("value", "must not be empty"));
+            }
             if place == "header" && !name.bytes().all(is_token_byte) {
                 return Err(f.err("name", format!("'{name}' is not a valid header name")));
             }

@@ -1,12 +1,17 @@
 //! A tool call (the model's JSON arguments) → an HTTP request. Path parameters are percent-encoded as
 //! one segment each, so no value can change the path; query and form values are percent-encoded; header
-//! values with CR/LF are refused. Arguments the model got wrong are reported back to it, never sent.
+//! values must be printable ASCII of bounded size. Arguments the model got wrong are reported back to
+//! it, never sent.
 
 use super::{Body, BodyLayout, Location, Media, Param, Style, Tool};
 use crate::config::{Api, ApiKey};
 use crate::doc::type_name;
 use serde_json::{Map, Value};
 use std::fmt::Write;
+
+/// The longest header or cookie parameter value sent: far above real ones, well below what proxies and
+/// servers accept for all headers together (Envoy's default is 60 KiB).
+pub const MAX_HEADER_VALUE_BYTES: usize = 8 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolRequest {
@@ -43,7 +48,7 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
             Location::Path => {}
             Location::Query => append_query(&mut query, p, v, &tool.params)?,
             Location::Header => headers.push((p.name.to_ascii_lowercase(), header_value(p, v)?)),
-            Location::Cookie => cookies.push(format!("{}={}", p.name, encode(&scalar_list(v, ","), QUERY))),
+            Location::Cookie => cookies.push(format!("{}={}", p.name, cookie_value(p, v)?)),
         }
     }
     if !cookies.is_empty() {
@@ -283,12 +288,39 @@ fn push_pair(q: &mut String, name: &str, value: &str) {
     let _ = write!(q, "{}={}", encode(name, QUERY), encode(value, QUERY));
 }
 
+/// A header parameter's value: what HTTP carries as it is (printable ASCII and tabs), within a size.
 fn header_value(p: &Param, v: &Value) -> Result<String, String> {
     let text = flatten(v, p.explode).join(",");
+    check_size(p, "a header", &text)?;
     if text.contains(['\r', '\n', '\0']) {
         return Err(format!("argument '{}' is a header and must not contain line breaks", p.name));
     }
+    if let Some(c) = text.chars().find(|&c| c != '\t' && !(' '..='~').contains(&c)) {
+        return Err(format!("argument '{}' is a header and can only hold printable ASCII, not {c:?}", p.name));
+    }
     Ok(text)
+}
+
+/// A cookie parameter's value, percent-encoded (so any text is carried), within a size.
+fn cookie_value(p: &Param, v: &Value) -> Result<String, String> {
+    let text = scalar_list(v, ",");
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Err(format!("argument '{}' is a cookie and must not contain control characters, found {c:?}", p.name));
+    }
+    let encoded = encode(&text, QUERY);
+    check_size(p, "a cookie", &encoded)?;
+    Ok(encoded)
+}
+
+fn check_size(p: &Param, what: &str, text: &str) -> Result<(), String> {
+    if text.len() > MAX_HEADER_VALUE_BYTES {
+        return Err(format!(
+            "argument '{}' is {what} and too long: {} bytes, at most {MAX_HEADER_VALUE_BYTES} can be sent",
+            p.name,
+            text.len()
+        ));
+    }
+    Ok(())
 }
 
 fn body(b: &Body, args: &Map<String, Value>) -> Result<Option<Vec<u8>>, String> {

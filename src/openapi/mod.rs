@@ -188,7 +188,10 @@ pub struct Loaded {
 
 /// Loads one document (JSON or YAML text) for `apis[api]`.
 pub fn load(text: &str, api: usize) -> Result<Loaded, OpenApiError> {
-    let root = doc::parse(text).map_err(|e| OpenApiError::new(ErrorKind::NotADocument, e))?;
+    let root = doc::parse(text).map_err(|e| match e {
+        doc::DocError::TooDeep(m) => OpenApiError::new(ErrorKind::TooDeep, m),
+        doc::DocError::Invalid(m) => OpenApiError::new(ErrorKind::NotADocument, m),
+    })?;
     check_version(&root)?;
     let resolver = Resolver::new(&root);
     let root_servers = root.get("servers");

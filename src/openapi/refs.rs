@@ -22,6 +22,9 @@ pub struct Resolver<'a> {
 /// well within it: `openapi_corpus` checks every corpus document).
 const MAX_NODES: usize = 300_000;
 
+/// The references being resolved, each with the depth its target is walked at.
+type Stack = Vec<(String, usize)>;
+
 /// Recursive targets met while resolving one schema, emitted as `$defs`.
 #[derive(Default)]
 pub struct Defs {
@@ -74,14 +77,14 @@ impl<'a> Resolver<'a> {
             }
             defs.done.insert(name.clone(), Value::Null);
             let target = self.target(&reference)?;
-            let mut stack = vec![reference];
+            let mut stack = vec![(reference, 0)];
             let resolved = self.walk(target, &mut stack, &mut defs, 0)?;
             defs.done.insert(name, resolved);
         }
         Ok(defs.done)
     }
 
-    fn walk(&self, v: &Value, stack: &mut Vec<String>, defs: &mut Defs, depth: usize) -> Result<Value, OpenApiError> {
+    fn walk(&self, v: &Value, stack: &mut Stack, defs: &mut Defs, depth: usize) -> Result<Value, OpenApiError> {
         if depth > MAX_DEPTH {
             return Err(OpenApiError::new(ErrorKind::TooDeep, format!("schema nested deeper than {MAX_DEPTH} levels")));
         }
@@ -119,16 +122,25 @@ impl<'a> Resolver<'a> {
         &self,
         reference: &str,
         map: &Map<String, Value>,
-        stack: &mut Vec<String>,
+        stack: &mut Stack,
         defs: &mut Defs,
         depth: usize,
     ) -> Result<Value, OpenApiError> {
-        if stack.iter().any(|r| r == reference) {
+        if let Some(i) = stack.iter().position(|(r, _)| r == reference) {
+            // Every step is one level deeper: if the steps back to the reference were all `$ref`s, no
+            // keyword that describes a part of the instance (`properties`, `items`…) was passed.
+            let refs_only = depth == stack[i].1 + (stack.len() - 1 - i);
+            if refs_only {
+                return Err(OpenApiError::new(
+                    ErrorKind::RefCycle,
+                    format!("'{reference}' leads back to itself through $refs alone: a schema without instances"),
+                ));
+            }
             defs.pending.push(reference.to_string());
             return Ok(serde_json::json!({ "$ref": format!("#/$defs/{}", def_name(reference)) }));
         }
         let target = self.target(reference)?;
-        stack.push(reference.to_string());
+        stack.push((reference.to_string(), depth + 1));
         let resolved = self.walk(target, stack, defs, depth + 1);
         stack.pop();
         let mut resolved = resolved?;
@@ -200,6 +212,36 @@ mod tests {
         assert_eq!(s["properties"]["children"]["items"], json!({"$ref": "#/$defs/Node"}));
         let defs = r.finish_defs(defs).unwrap();
         assert_eq!(defs["Node"]["properties"]["children"]["items"], json!({"$ref": "#/$defs/Node"}));
+        // Through a $ref-only alias, the recursion still passes `items`.
+        let doc = json!({"components": {"schemas": {
+            "Node": {"type": "array", "items": {"$ref": "#/components/schemas/Alias"}},
+            "Alias": {"$ref": "#/components/schemas/Node"}
+        }}});
+        let r = Resolver::new(&doc);
+        let mut defs = Defs::default();
+        let s = r.schema(&json!({"$ref": "#/components/schemas/Alias"}), &mut defs).unwrap();
+        assert_eq!(s, json!({"type": "array", "items": {"$ref": "#/$defs/Alias"}}));
+        assert_eq!(r.finish_defs(defs).unwrap()["Alias"], s);
+    }
+
+    #[test]
+    fn cycles_of_refs_alone_are_refused() {
+        let doc = json!({"components": {"schemas": {
+            "A": {"$ref": "#/components/schemas/B"},
+            "B": {"$ref": "#/components/schemas/A", "description": "siblings describe no part of the instance"},
+            "Self": {"$ref": "#/components/schemas/Self"},
+            "Box": {"type": "object", "properties": {"inner": {"$ref": "#/components/schemas/A"}}}
+        }}});
+        let r = Resolver::new(&doc);
+        for (name, back) in [("A", "A"), ("B", "B"), ("Self", "Self"), ("Box", "A")] {
+            let e =
+                r.schema(&json!({"$ref": format!("#/components/schemas/{name}")}), &mut Defs::default()).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::RefCycle, "{name}: {e}");
+            assert_eq!(
+                e.detail,
+                format!("'#/components/schemas/{back}' leads back to itself through $refs alone: a schema without instances")
+            );
+        }
     }
 
     #[test]

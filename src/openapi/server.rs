@@ -41,10 +41,28 @@ impl Server {
             if h.is_empty() || h.contains(['@', ' ', '{', '}']) {
                 return Err(OpenApiError::new(ErrorKind::BadServer, format!("server URL '{url}' has no usable host")));
             }
+            check_port(url, h)?;
         }
         let path = path.split(['?', '#']).next().unwrap_or("").trim_end_matches('/');
         let base_path = if path.is_empty() || path.starts_with('/') { path.to_string() } else { format!("/{path}") };
         Ok(Server { host, base_path })
+    }
+}
+
+/// The port after the host (`h:8080`, `[::1]:8080`), if there is one, must be a TCP port: it becomes
+/// the `:authority` of every call.
+fn check_port(url: &str, host: &str) -> Result<(), OpenApiError> {
+    let after_ipv6 = host.rfind(']').map_or(host, |i| &host[i + 1..]);
+    let Some((_, port)) = after_ipv6.rsplit_once(':') else {
+        return Ok(());
+    };
+    let number = port.parse::<u32>().ok().filter(|_| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()));
+    match number {
+        Some(1..=65535) => Ok(()),
+        _ => Err(OpenApiError::new(
+            ErrorKind::BadServer,
+            format!("server URL '{url}' has port '{port}', not a number from 1 to 65535"),
+        )),
     }
 }
 
@@ -103,6 +121,28 @@ mod tests {
         assert_eq!(s, Server { host: None, base_path: "/v1".into() });
         let s = Server::pick(Some(&json!([{"url": "http://h:8080"}]))).unwrap();
         assert_eq!(s, Server { host: Some("h:8080".into()), base_path: String::new() });
+    }
+
+    #[test]
+    fn ports_are_tcp_ports() {
+        for (url, port) in [
+            ("http://api.example.com:99999/v1", "99999"),
+            ("http://api.example.com:0", "0"),
+            ("https://h:65536", "65536"),
+            ("https://h:+80", "+80"),
+            ("https://h:http/x", "http"),
+            ("https://h:", ""),
+            ("https://[::1]:70000", "70000"),
+        ] {
+            let e = Server::pick(Some(&json!([{"url": url}]))).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::BadServer, "{url}");
+            assert_eq!(e.detail, format!("server URL '{url}' has port '{port}', not a number from 1 to 65535"));
+        }
+        for (url, host) in [("http://h:1", "h:1"), ("http://h:65535/", "h:65535"), ("http://[::1]/", "[::1]")] {
+            assert_eq!(Server::pick(Some(&json!([{"url": url}]))).unwrap().host.as_deref(), Some(host), "{url}");
+        }
+        let with_variable = json!([{"url": "https://h:{port}", "variables": {"port": {"default": "123456"}}}]);
+        assert!(Server::pick(Some(&with_variable)).unwrap_err().detail.contains("port '123456'"));
     }
 
     #[test]

@@ -142,6 +142,7 @@ paths:
         - {name: filter, in: query, schema: {type: object}}
         - {name: sort, in: query, schema: {type: object, properties: {by: {type: string}}}}
         - {name: X-Key, in: header, schema: {type: string}}
+        - {name: session, in: cookie, schema: {type: string}}
 "#;
 
 fn keyed(key: ApiKey, args: Value) -> Result<ToolRequest, String> {
@@ -176,4 +177,32 @@ fn no_empty_path_items() {
         assert!(keyed(q(), json!({"ids": ids})).unwrap_err().contains("must not be empty"), "{ids}");
     }
     assert_eq!(keyed(q(), json!({"ids": ["a", "b/c"]})).unwrap().path, "/items/a,b%2Fc?k=K");
+}
+
+#[test]
+fn header_values_are_printable_ascii_of_bounded_size() {
+    let k = || ApiKey::Query { name: "k".into(), value: "K".into() };
+    let header = |value: &str| keyed(k(), json!({"ids": ["a"], "X-Key": value}));
+    let most = "a".repeat(MAX_HEADER_VALUE_BYTES);
+    assert!(header(&most).unwrap().headers.contains(&("x-key".into(), most.clone())));
+    assert!(header("tab\tand ~ symbols!").is_ok());
+    let e = header(&"a".repeat(70_000)).unwrap_err();
+    assert_eq!(e, "argument 'X-Key' is a header and too long: 70000 bytes, at most 8192 can be sent");
+    assert!(header(&format!("{most}a")).unwrap_err().contains("8193 bytes"));
+    assert_eq!(header("café").unwrap_err(), "argument 'X-Key' is a header and can only hold printable ASCII, not 'é'");
+    assert!(header("a\u{1}b").unwrap_err().ends_with("not '\\u{1}'"));
+    assert!(header("a\u{7f}").unwrap_err().contains("printable ASCII"));
+    assert!(header("a\nb").unwrap_err().contains("line breaks"));
+}
+
+#[test]
+fn cookie_values_are_encoded_and_bounded() {
+    let k = || ApiKey::Query { name: "k".into(), value: "K".into() };
+    let cookie = |value: &str| keyed(k(), json!({"ids": ["a"], "session": value}));
+    let r = cookie("a b;é").unwrap();
+    assert!(r.headers.contains(&("cookie".into(), "session=a%20b%3B%C3%A9".into())));
+    let e = cookie("a\u{1}").unwrap_err();
+    assert_eq!(e, "argument 'session' is a cookie and must not contain control characters, found '\\u{1}'");
+    let e = cookie(&"é".repeat(2000)).unwrap_err();
+    assert_eq!(e, "argument 'session' is a cookie and too long: 12000 bytes, at most 8192 can be sent");
 }
