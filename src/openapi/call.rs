@@ -68,9 +68,17 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
             query.pair(name, value);
         }
         Some(ApiKey::Header { name, value }) => {
+            // Higress's meaning: `Authorization: <name> <value>` (its DeepL example:
+            // `Authorization: DeepL-Auth-Key <key>`); the named header as well, as api-agent sent it
+            // before and as APIs keyed by a custom header (`X-Api-Key`) expect.
             let name = name.to_ascii_lowercase();
-            headers.retain(|(n, _)| *n != name);
-            headers.push((name, value.clone()));
+            headers.retain(|(n, _)| *n != name && n != "authorization");
+            if name == "authorization" {
+                headers.push((name, value.clone()));
+            } else {
+                headers.push(("authorization".into(), format!("{} {value}", api_key_scheme(&api.api_key))));
+                headers.push((name, value.clone()));
+            }
         }
         None => {}
     }
@@ -89,6 +97,14 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
         (None, None) => up.authority_or_service(),
     };
     Ok(ToolRequest { method: tool.method, path, authority, headers, body })
+}
+
+/// The configured spelling of the header key's name, for `Authorization: <name> <value>`.
+fn api_key_scheme(key: &Option<ApiKey>) -> &str {
+    match key {
+        Some(ApiKey::Header { name, .. }) => name,
+        _ => "",
+    }
 }
 
 /// Required arguments present, no unknown ones, top-level types and enums right.

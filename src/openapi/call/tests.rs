@@ -206,3 +206,23 @@ fn cookie_values_are_encoded_and_bounded() {
     let e = cookie(&"é".repeat(2000)).unwrap_err();
     assert_eq!(e, "argument 'session' is a cookie and too long: 12000 bytes, at most 8192 can be sent");
 }
+
+#[test]
+fn a_header_key_is_sent_as_higress_sends_it_and_as_its_own_header() {
+    let loaded = load(SPEC, 0).unwrap();
+    let mut a = api(Some(ApiKey::Header { name: "DeepL-Auth-Key".into(), value: "dk-1".into() }));
+    a.headers.clear();
+    let r = build(&loaded.tools[0], &a, &json!({"name": "n"})).unwrap();
+    assert!(r.headers.contains(&("authorization".into(), "DeepL-Auth-Key dk-1".into())), "{:?}", r.headers);
+    assert!(r.headers.contains(&("deepl-auth-key".into(), "dk-1".into())));
+    // Named `Authorization`: the value as it is, once.
+    let mut a = api(Some(ApiKey::Header { name: "Authorization".into(), value: "Bearer z".into() }));
+    a.headers.clear();
+    let r = build(&loaded.tools[0], &a, &json!({"name": "n"})).unwrap();
+    let auth: Vec<_> = r.headers.iter().filter(|(k, _)| k == "authorization").collect();
+    assert_eq!(auth, [&("authorization".to_string(), "Bearer z".to_string())]);
+    // Static headers still win.
+    let a = api(Some(ApiKey::Header { name: "X-Api-Key".into(), value: "s3".into() }));
+    let r = build(&loaded.tools[0], &a, &json!({"name": "n"})).unwrap();
+    assert!(r.headers.contains(&("authorization".into(), "Bearer t".into())));
+}
