@@ -23,7 +23,7 @@ def test_llm_requests_and_final_completion(gateway, mocks):
     # llm.apiKey replaces the consumer's key on the first turn too: it never reaches the provider.
     assert first.headers["authorization"] == f"Bearer {LLM_KEY}" and CLIENT_KEY not in str(first.headers)
     assert body["model"] == CLIENT_MODEL and body["temperature"] == 0.2     # client fields are kept
-    assert body["stream"] is False and body["stop"] == ["END", "Observation:"]
+    assert body["stream"] is False and body["stop"] == ["END", "Observation:", "\nQuestion:"]
     system, question = body["messages"]
     assert system["role"] == "system"
     for tool in ("get_weather_now", "get_station", "translate_text"):

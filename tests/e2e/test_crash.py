@@ -158,6 +158,9 @@ def test_answer_past_the_listener_limit_with_raised_max_response_bytes(gateways,
     rig.llm.script(q, tool_turn("react", "Bergen"), reply(200, final_turn_bytes("react", ANSWER_2MIB)))
     out = chat(gw.port, q, stream=stream)
     print(f"{label}: the client saw {out.describe()}; first bytes {out.body[:120]!r}")
+    if loop == "response":
+        # The dangerous path was taken: Envoy closed the stream inside the module's write.
+        assert "the host closed the stream while the answer was written" in open(gw.envoy.log_path).read()
     assert_survives(gw, rig, "react", label)
 
 

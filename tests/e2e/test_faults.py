@@ -69,7 +69,7 @@ from support.faults import (GatewayPool, MiB, Rig, alive, answer_content, chat, 
 LOOPS = ("response", "request")
 MODES = ("react", "native")
 POSITIONS = ("first", "later", "tool")
-FAULTS = ("400", "429", "500", "503", "timeout", "reset", "mid-body-reset", "not-json", "no-choices",
+FAULTS = ("400", "429", "500", "503", "timeout", "reset", "mid-body-reset", "mid-body-close", "not-json", "no-choices",
           "empty-choices", "empty-200", "headers-only", "204", "over-limit", "trickle", "gzip")
 STREAMS = (False, True)
 
@@ -120,6 +120,7 @@ def llm_fault(fault: str, mode: str):
         "timeout": hang,
         "reset": reset,
         "mid-body-reset": lambda: mid_body(good),
+        "mid-body-close": lambda: mid_body(good, rst=False),
         "not-json": lambda: reply(200, NOT_JSON, "text/html"),
         "no-choices": lambda: json_reply(NO_CHOICES),
         "empty-choices": lambda: json_reply(EMPTY_CHOICES),
@@ -142,6 +143,7 @@ def tool_fault(fault: str, location: str):
         "timeout": hang,
         "reset": reset,
         "mid-body-reset": lambda: mid_body(good),
+        "mid-body-close": lambda: mid_body(good, rst=False),
         "not-json": lambda: reply(200, NOT_JSON, "text/html"),
         "no-choices": lambda: json_reply(NO_CHOICES),
         "empty-choices": lambda: json_reply(EMPTY_CHOICES),
@@ -177,6 +179,7 @@ def expected_observation(fault: str, act) -> str:
         "reset": f"The call to {name} failed: upstream connect error or disconnect/reset before headers. "
                  "reset reason: connection termination.",
         "mid-body-reset": f"The call to {name} failed: no response (reset).",
+        "mid-body-close": f"The call to {name} failed: no response (reset).",
         "empty-200": f"HTTP 200: {name} succeeded with an empty body.",
         "headers-only": f"HTTP 200: {name} succeeded with an empty body.",
         "204": f"HTTP 204: {name} succeeded with an empty body.",
@@ -206,7 +209,7 @@ class Expect:
         return self.kind == "envoy-reset"
 
 
-RETRIED = {"429", "500", "503", "timeout", "reset", "mid-body-reset", "trickle"}
+RETRIED = {"429", "500", "503", "timeout", "reset", "mid-body-reset", "mid-body-close", "trickle"}
 TIMEOUTS = {"timeout", "trickle"}
 
 
@@ -216,7 +219,7 @@ def callout_error(fault: str) -> tuple[int, str, str]:
         return 502, "llm_error", f"the LLM answered HTTP {fault}: "
     if fault in TIMEOUTS:
         return 504, "llm_timeout", "the LLM call timed out"
-    if fault in ("reset", "mid-body-reset"):
+    if fault in ("reset", "mid-body-reset", "mid-body-close"):
         return 502, "llm_unavailable", "the LLM call failed: "
     if fault in ("no-choices", "empty-choices"):
         return 502, "llm_bad_reply", "the LLM's reply has no choices[0].message"
@@ -249,7 +252,7 @@ def expect(loop: str, position: str, fault: str) -> Expect:
     if fault == "reset":
         return Expect("error", 503, "upstream_error", "the LLM upstream answered HTTP 503: upstream connect error "
                                                       "or disconnect/reset before headers")
-    if fault in ("mid-body-reset", "over-limit", "trickle"):
+    if fault in ("mid-body-reset", "mid-body-close", "over-limit", "trickle"):
         return Expect("envoy-reset")
     if fault in ("headers-only", "204"):
         return Expect("error", 502, "llm_bad_reply", "the LLM's reply is not JSON")
@@ -350,6 +353,7 @@ def test_fault(gateways, rig, loop, mode, position, fault, stream):
         assert err["message"].startswith(e.message), err["message"][:300]
     elif e.kind == "envoy-reset":
         # Envoy's decision, recorded as it is: the 200 and its headers, then a reset with no body.
+        print(f"{cid}: the client saw {seen} after {out.elapsed_s * 1000:.0f} ms")
         assert out.status == 200 and out.error is not None and out.body == b"", seen
     else:
         raise AssertionError(e.kind)

@@ -43,7 +43,8 @@ class Act:
     """One way of answering (or not answering) a request.
 
     kind: `reply` (status, headers, body; chunked or with content-length), `reset` (RST before any
-    byte), `mid_body` (headers with the full content-length, `cut` body bytes, then an RST), `hang`
+    byte), `mid_body` / `mid_body_close` (headers with the full content-length, `cut` body bytes,
+    then an RST / a FIN), `hang`
     (read the request, never answer; close when the peer does or after `max_s`), `trickle` (headers
     at once, then `step` body bytes every `interval_s`)."""
     kind: str
@@ -71,8 +72,9 @@ def reset() -> Act:
     return Act("reset")
 
 
-def mid_body(body: bytes, status: int = 200, cut: int | None = None) -> Act:
-    return Act("mid_body", status, body, cut=len(body) // 2 if cut is None else cut)
+def mid_body(body: bytes, status: int = 200, cut: int | None = None, rst: bool = True) -> Act:
+    """Headers with the full content-length, `cut` bytes of the body, then an RST (or a FIN)."""
+    return Act("mid_body" if rst else "mid_body_close", status, body, cut=len(body) // 2 if cut is None else cut)
 
 
 def hang(max_s: float = 10.0) -> Act:
@@ -212,10 +214,10 @@ class FaultServer:
                 conn.sendall(act.body)
             conn.shutdown(socket.SHUT_WR)
             _wait_for_close(conn, 2.0, self._stop)
-        elif act.kind == "mid_body":
+        elif act.kind in ("mid_body", "mid_body_close"):
             conn.sendall(act.body[:act.cut])
             time.sleep(0.05)
-            _close(conn, rst=True)
+            _close(conn, rst=act.kind == "mid_body")
         elif act.kind == "trickle":
             deadline = time.monotonic() + act.max_s
             for i in range(0, len(act.body), act.step):
