@@ -21,7 +21,7 @@ import tarfile
 
 import pytest
 
-from deploykit import OCI_LAYOUT, OCI_REF, RUNNING, Registry
+from deploykit import OCI_LAYOUT, OCI_REF, RUNNING, WASM, Registry
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -103,16 +103,24 @@ def check_image(manifest_bytes: bytes, blob, wasm_bytes: bytes) -> dict:
 
 
 @pytest.fixture(scope="module")
-def layout(wasm) -> Layout:
-    if not os.path.isfile(os.path.join(OCI_LAYOUT, "index.json")):
-        pytest.fail(f"{OCI_LAYOUT} is missing: run `make oci`")
-    return Layout(OCI_LAYOUT)
-
-
-@pytest.fixture(scope="module")
 def wasm_bytes(wasm) -> bytes:
     with open(wasm, "rb") as f:
         return f.read()
+
+
+@pytest.fixture(scope="module")
+def layout(wasm_bytes) -> Layout:
+    """dist/oci, as `make oci` wrote it from the current dist/api_agent.wasm."""
+    if not os.path.isfile(os.path.join(OCI_LAYOUT, "index.json")):
+        pytest.fail(f"{OCI_LAYOUT} is missing: run `make oci`")
+    layout = Layout(OCI_LAYOUT)
+    try:
+        packaged = fetch_like_istio(layout.blob(layout.manifest_descriptor(TAG)["digest"]), layout.blob)
+    except (AssertionError, OSError, KeyError) as e:
+        pytest.fail(f"{OCI_LAYOUT}:{TAG} is not a Wasm image ({e}): run `make oci`")
+    if packaged != wasm_bytes:
+        pytest.fail(f"{OCI_LAYOUT} holds another module than {WASM} (rebuilt since?): run `make oci`")
+    return layout
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +139,6 @@ def test_layout_is_the_image_both_gateways_accept(layout, wasm_bytes):
     assert desc["mediaType"] == OCI_MANIFEST
     manifest_bytes = layout.blob(desc["digest"])
     check_image(manifest_bytes, layout.blob, wasm_bytes)
-    if not wasm_bytes == fetch_like_istio(manifest_bytes, layout.blob):
-        pytest.fail("dist/oci holds another module than dist/api_agent.wasm: run `make oci`")
 
 
 def test_archive_holds_the_same_image(layout, wasm_bytes, tmp_path):
