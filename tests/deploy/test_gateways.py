@@ -168,9 +168,11 @@ def istio() -> list[dict]:
             for d in load_docs(os.path.join(DEPLOY, "istio", f))]
 
 
-def istio_gateway(wasm: str, docs: list[dict], ports: dict[str, int]) -> dict:
+def istio_gateway(wasm: str, docs: list[dict], ports: dict[str, int], config: dict | None = None,
+                  other_host: str | None = None) -> dict:
     """What the ingress gateway would hold: the VirtualService's route (named as in the VirtualService)
-    in a virtual host of its hosts; a cluster outbound|<port>||<host> per ServiceEntry port."""
+    in a virtual host of its hosts; a cluster outbound|<port>||<host> per ServiceEntry port. With
+    `other_host`: another virtual host, with the same routes, as another team's on a shared gateway."""
     vs = one(docs, "VirtualService")
     routes = []
     for r in vs["spec"]["http"]:
@@ -182,9 +184,11 @@ def istio_gateway(wasm: str, docs: list[dict], ports: dict[str, int]) -> dict:
                                  "host_rewrite_literal": r["rewrite"]["authority"], "timeout": r["timeout"]}})
     clusters = [static_cluster(f"outbound|{p['number']}||{h}", ports[h])
                 for se in docs if se["kind"] == "ServiceEntry" for h in se["spec"]["hosts"] for p in se["spec"]["ports"]]
-    config = istio_plugin_config(one(docs, "WasmPlugin")["spec"])
-    return gateway_bootstrap(wasm, plugin_json(config), [{"name": "api-agent", "domains": vs["spec"]["hosts"],
-                                                          "routes": routes}], clusters)
+    config = config or istio_plugin_config(one(docs, "WasmPlugin")["spec"])
+    vhosts = [{"name": "api-agent", "domains": vs["spec"]["hosts"], "routes": routes}]
+    if other_host:
+        vhosts.append({"name": "other", "domains": [other_host], "routes": routes})
+    return gateway_bootstrap(wasm, plugin_json(config), vhosts, clusters)
 
 
 def test_istio_configuration_loads_in_envoy(istio, envoy_binary, wasm, tmp_path):
@@ -210,3 +214,22 @@ def test_istio_plugin_in_envoy(istio, mocks, wasm, start_envoy):
     [call] = mocks["seniverse"].requests
     assert call.headers["host"] == "api.seniverse.com"
     assert call.query == {"location": "Jinan", "language": "en", "unit": "c", "key": "REPLACE-ME-seniverse-key"}
+
+
+@RULES_PENDING
+def test_istio_plugin_scoped_to_its_host(istio, mocks, wasm, start_envoy):
+    """deploy/README.md: on a shared gateway, pluginConfig as one `_rules_` entry matching the agent's
+    domain; another host's chat requests pass untouched."""
+    scoped = {"_rules_": [{**istio_plugin_config(one(istio, "WasmPlugin")["spec"]),
+                           "_match_domain_": ["agent.example.com"]}]}
+    ports = {"api.openai.com": mocks["llm"].port, "api.seniverse.com": mocks["seniverse"].port}
+    port = start_envoy(istio_gateway(wasm, istio, ports, scoped, other_host="other.example.com")).port
+    for host, agent in (("agent.example.com", True), ("other.example.com", False)):
+        q = f"Who answers on {host}?"
+        mocks["llm"].script(q, "The model.")
+        body, reply = chat(port, q, "/v1/chat/completions", host=host, model="gpt-4o-mini")
+        assert answer(reply) == "The model."
+        [seen] = mocks["llm"].requests_for(q)
+        assert ("tools" in seen.json()) is agent
+        assert (seen.headers["authorization"] == f"Bearer {CLIENT_KEY}") is not agent
+        assert agent or seen.json() == body
