@@ -88,6 +88,7 @@ impl Template {
         // The final answer's word sits inside a JSON string of the example: escaped as one.
         let final_answer = crate::config::json_string_contents(&w.final_answer);
         text.replace("{tools}", list.trim_end())
+            .replace("{example}", &example(tools))
             .replace("{names}", &names.join(", "))
             .replace("{question}", &w.question)
             .replace("{thought1}", &w.thought1)
@@ -126,6 +127,51 @@ impl Template {
     }
 }
 
+/// One concrete action, built from the first tool: models copy the shape of an example far better
+/// than they fill `$TOOL_NAME` / `$INPUT` placeholders.
+fn example(tools: &Catalog) -> String {
+    let Some(tool) = tools.iter().next() else {
+        return r#"{"action": "Final Answer", "action_input": "..."}"#.to_string();
+    };
+    let input = example_input(&tool.schema);
+    format!("{{\n  \"action\": {},\n  \"action_input\": {input}\n}}", Value::String(tool.name.clone()))
+}
+
+/// The required arguments (or the first one, when none is required) with a value from the schema
+/// (`example`, `examples`, `default`, `enum`), or a placeholder of the right type.
+fn example_input(schema: &Value) -> Value {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Value::Object(serde_json::Map::new());
+    };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).filter(|k| props.contains_key(*k)).collect())
+        .unwrap_or_default();
+    let names: Vec<&str> =
+        if required.is_empty() { props.keys().take(1).map(String::as_str).collect() } else { required };
+    let mut out = serde_json::Map::new();
+    for name in names.into_iter().take(4) {
+        let p = &props[name];
+        let known = p
+            .get("example")
+            .or_else(|| p.get("examples").and_then(|e| e.get(0)))
+            .or_else(|| p.get("default"))
+            .or_else(|| p.get("enum").and_then(|e| e.get(0)))
+            .cloned();
+        let value = known.unwrap_or_else(|| match p.get("type").and_then(Value::as_str) {
+            Some("integer") => Value::from(1),
+            Some("number") => Value::from(1.5),
+            Some("boolean") => Value::Bool(true),
+            Some("array") => Value::Array(Vec::new()),
+            Some("object") => Value::Object(serde_json::Map::new()),
+            _ => Value::String(format!("<{name}>")),
+        });
+        out.insert(name.to_string(), value);
+    }
+    Value::Object(out)
+}
+
 const EN: &str = r#"Respond to the human as helpfully and accurately as possible. You have access to the following tools:
 
 {tools}
@@ -134,13 +180,10 @@ Use a json blob to specify a tool by providing an "action" key (the tool name) a
 
 Valid "action" values: "Final Answer" or {names}
 
-Provide only ONE action per $JSON_BLOB, as shown:
+Provide only ONE action per json blob. For example:
 
 ```
-{
-  "action": $TOOL_NAME,
-  "action_input": $INPUT
-}
+{example}
 ```
 
 Follow this format:
@@ -149,7 +192,7 @@ Question: {question}
 Thought: {thought1}
 Action:
 ```
-$JSON_BLOB
+{"action": "<tool name>", "action_input": {<arguments>}}
 ```
 Observation: {observation}
 ... (repeat Thought/Action/Observation N times)
@@ -164,8 +207,8 @@ Action:
 
 {begin}"#;
 
-const BEGIN_EN: &str = "Begin! Reminder to ALWAYS respond with a valid json blob of a single action. Use tools if necessary. Respond directly if appropriate. Format is Action:```$JSON_BLOB```then Observation:.";
-const BEGIN_CH: &str = "开始！提醒：始终用只含一个 action 的有效 json blob 回复。必要时使用工具，合适时直接回复。格式为 Action:```$JSON_BLOB``` 然后是 Observation:。";
+const BEGIN_EN: &str = "Begin! Reminder to ALWAYS respond with a valid json blob of a single action. Use tools if necessary. Respond directly if appropriate. Format is Action:```json blob```then Observation:.";
+const BEGIN_CH: &str = "开始！提醒：始终用只含一个 action 的有效 json blob 回复。必要时使用工具，合适时直接回复。格式为 Action:```json blob``` 然后是 Observation:。";
 
 const CH: &str = r#"尽可能有帮助且准确地回答人类的问题。你可以使用以下工具：
 
@@ -175,13 +218,10 @@ const CH: &str = r#"尽可能有帮助且准确地回答人类的问题。你可
 
 有效的 "action" 值："Final Answer" 或 {names}
 
-每个 $JSON_BLOB 只提供一个 action，如下所示：
+每个 json blob 只提供一个 action。例如：
 
 ```
-{
-  "action": $TOOL_NAME,
-  "action_input": $INPUT
-}
+{example}
 ```
 
 遵循以下格式：
@@ -190,7 +230,7 @@ Question: {question}
 Thought: {thought1}
 Action:
 ```
-$JSON_BLOB
+{"action": "<tool name>", "action_input": {<arguments>}}
 ```
 Observation: {observation}
 ...（Thought/Action/Observation 可以重复 N 次）
