@@ -27,7 +27,7 @@ import json
 import pytest
 
 from support.faults import (MiB, GatewayPool, Rig, alive, answer_content, chat, error_of, final_turn,
-                            final_turn_bytes, json_reply, log_problems, reply, tool_turn)
+                            final_turn_bytes, log_problems, reply, tool_turn)
 
 LOOPS = ("response", "request")
 MODES = ("react", "native")
@@ -152,8 +152,10 @@ def test_native_stream_first_reply_just_under_1mib(gateways, rig, loop):
 def test_answer_past_the_listener_limit_with_raised_max_response_bytes(gateways, rig, loop, stream):
     """maxResponseBytes above the listener's limit: the 2 MiB answer is written; Envoy's reaction is its
     own (recorded); Envoy must survive it and answer the next request."""
-    gw = gateways.get(("react", loop, "raised"), mode="react", loop=loop, top={"maxResponseBytes": RAISED_MAX_RESPONSE_BYTES})
-    label = f"a 2 MiB answer with maxResponseBytes {RAISED_MAX_RESPONSE_BYTES} and a 1 MiB listener ({loop}, stream={stream})"
+    gw = gateways.get(("react", loop, "raised"), mode="react", loop=loop,
+                      top={"maxResponseBytes": RAISED_MAX_RESPONSE_BYTES})
+    label = (f"a 2 MiB answer with maxResponseBytes {RAISED_MAX_RESPONSE_BYTES} and a 1 MiB listener "
+             f"({loop}, stream={stream})")
     q = f"Crash: {label}?"
     rig.llm.script(q, tool_turn("react", "Bergen"), reply(200, final_turn_bytes("react", ANSWER_2MIB)))
     out = chat(gw.port, q, stream=stream)
