@@ -295,3 +295,20 @@ fn every_secret_is_listed_for_redaction_with_its_query_form() {
     let cfg = Config::from_slice(config(&[("pets.svc", "oai-petstore.yaml", header)], json!({})).as_bytes()).unwrap();
     assert!(cfg.secrets().contains(&"hdr-key".to_string()));
 }
+
+#[test]
+fn an_early_wake_up_keeps_the_retry_waiting() {
+    use api_agent::agent::{Agent, Command, Event, RequestMeta};
+    let cfg =
+        std::rc::Rc::new(api_agent::config::Config::from_slice(pets(json!({"loop": "request"})).as_bytes()).unwrap());
+    let meta = RequestMeta { id: "w".into(), now_ms: 1000, unix_s: 1, seed: 3, steps: false };
+    let mut agent = Agent::new(cfg, meta);
+    let cmds = agent.handle(Event::ClientRequest { body: user("Pets?").to_string().as_bytes() }, 1000);
+    let Some(Command::Dispatch(call)) = cmds.first() else { panic!("{cmds:?}") };
+    let cmds = agent.handle(Event::CallReply { id: call.id, status: 503, headers: &[], body: b"busy" }, 1010);
+    let Some(Command::WakeAt(at)) = cmds.last() else { panic!("{cmds:?}") };
+    let early = agent.handle(Event::Wake, at - 1);
+    assert_eq!(early, vec![Command::WakeAt(*at)], "still waiting, and asking again");
+    let on_time = agent.handle(Event::Wake, *at);
+    assert!(matches!(on_time.first(), Some(Command::Dispatch(_))), "{on_time:?}");
+}

@@ -111,3 +111,51 @@ fn a_run_on_into_an_invented_question_is_cut_in_the_answer_and_the_history() {
     assert_eq!(out.answer(), "Pets are great.");
     assert_eq!(out.llm_requests[0]["stop"], json!(["Observation:", "\nQuestion:"]));
 }
+
+#[test]
+fn the_steps_come_back_when_asked_for_with_no_secret() {
+    let cfg = config(
+        &[(
+            "pets.svc",
+            "oai-petstore.yaml",
+            json!({"apiKey": {"in": "query", "name": "apikey", "value": "SECRET-KEY"}}),
+        )],
+        json!({}),
+    );
+    for stream in [false, true] {
+        let mut h = Harness::new(&cfg)
+            .llm([
+                blob_call("x", "listPets", json!({"limit": 2})),
+                blob_call("y", "nope", json!({})),
+                classic_final("Two."),
+            ])
+            .tool(PETS, |c| ToolReply::Http(200, format!("you called {}", c.path)));
+        h.steps = true;
+        let mut req = user("Two pets?");
+        req["stream"] = json!(stream);
+        let out = h.run(&req);
+        let text = out.body_text();
+        assert!(!text.contains("SECRET-KEY"), "{text}");
+        let steps = if stream {
+            let last = text.split("\n\n").filter(|e| e.starts_with("data: {")).last().unwrap();
+            serde_json::from_str::<serde_json::Value>(&last[6..]).unwrap()["api_agent_steps"].clone()
+        } else {
+            out.json()["api_agent_steps"].clone()
+        };
+        let kinds: Vec<&str> = steps.as_array().unwrap().iter().map(|s| s["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["llm", "tool", "llm", "tool", "llm"], "{steps}");
+        let tool = &steps[1];
+        assert_eq!((tool["name"].as_str(), tool["status"].as_u64()), (Some("listPets"), Some(200)));
+        assert_eq!(tool["arguments"], r#"{"limit":2}"#);
+        assert!(tool["observation"].as_str().unwrap().contains("apikey=[redacted]"), "{tool}");
+        assert_eq!(steps[3]["status"], "refused");
+        assert_eq!(steps[0]["usage"]["total_tokens"], 15);
+    }
+    // Not asked: no steps.
+    let mut h = Harness::new(&cfg).llm([classic_final("Hi.")]);
+    assert!(h.run(&user("Hi")).json().get("api_agent_steps").is_none());
+    // returnSteps: always.
+    let cfg = config(&[("pets.svc", "oai-petstore.yaml", json!({}))], json!({"returnSteps": true}));
+    let mut h = Harness::new(&cfg).llm([classic_final("Hi.")]);
+    assert_eq!(h.run(&user("Hi")).json()["api_agent_steps"][0]["type"], "llm");
+}

@@ -18,6 +18,8 @@ pub struct Batch {
     notes: Vec<Option<String>>,
     /// Per call: the result came from the tool (not from the filter).
     real: Vec<bool>,
+    /// Per call: the arguments sent, as JSON text (for the client's transcript).
+    args: Vec<String>,
     /// Calls waiting for their backoff to end: (due, call index).
     delayed: Vec<(u64, usize)>,
     limit: usize,
@@ -33,6 +35,7 @@ impl Batch {
             retries: Vec::new(),
             notes: Vec::new(),
             real: Vec::new(),
+            args: Vec::new(),
             delayed: Vec::new(),
             limit: limit.max(1),
         };
@@ -44,12 +47,14 @@ impl Batch {
                     b.retries.push((0, 0, None));
                     b.notes.push(None);
                     b.real.push(false);
+                    b.args.push(String::new());
                 }
-                Work::Call { name, call, retries, note } => {
+                Work::Call { name, call, retries, note, args } => {
                     b.names.push(name);
                     b.results.push(None);
                     b.notes.push(note);
                     b.real.push(true);
+                    b.args.push(args);
                     b.retries.push((retries, 0, (retries > 0).then(|| call.clone())));
                     b.queue.push_back((i, call));
                 }
@@ -72,6 +77,10 @@ impl Batch {
     /// The tool of call `id`, while it is in flight.
     pub fn name_of(&self, id: CallId) -> Option<&str> {
         self.in_flight.get(&id).map(|i| self.names[*i].as_str())
+    }
+
+    pub fn args_of(&self, id: CallId) -> Option<&str> {
+        self.in_flight.get(&id).map(|i| self.args[*i].as_str())
     }
 
     pub fn waits_for(&self, id: CallId) -> bool {

@@ -55,7 +55,7 @@ pub enum Next {
 pub enum Work {
     /// `retries`: how often the call may be sent again after a retryable failure; `note`: said to the
     /// model before the reply (e.g. arguments that were dropped).
-    Call { name: String, call: ToolCall, retries: u32, note: Option<String> },
+    Call { name: String, call: ToolCall, retries: u32, note: Option<String>, args: String },
     /// Malformed output: what the model is told instead.
     Known(String),
     /// A call of `name` refused before sending (unknown tool, arguments its schema refuses): what the
@@ -285,6 +285,7 @@ pub fn tool_work(cfg: &Config, name: &str, input: Value) -> Work {
             retries: if matches!(request.method, "GET" | "HEAD") { api.max_retries } else { 0 },
             call: ToolCall { cluster: api.upstream.cluster.clone(), request, timeout_ms: api.upstream.timeout_ms },
             note,
+            args: args.to_string(),
         },
         Err(why) => refused(tool, note.map_or_else(|| why.clone(), |n| format!("{why} ({n})"))),
     }

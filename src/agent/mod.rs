@@ -10,6 +10,7 @@ mod protocol;
 mod react;
 mod report;
 mod retry;
+mod steps;
 
 use crate::config::Config;
 use crate::config::LoopPhase;
@@ -37,6 +38,8 @@ pub struct RequestMeta {
     pub unix_s: u64,
     /// Seeds the jitter of retry backoffs.
     pub seed: u64,
+    /// The client asked for the agent's steps (`x-api-agent-steps: true`).
+    pub steps: bool,
 }
 
 /// What the agent waits for next.
@@ -74,6 +77,9 @@ pub struct Agent {
     /// The host's clock at the event being handled.
     now: u64,
     report: Report,
+    steps: steps::Steps,
+    /// Milliseconds of the LLM callout just answered (none for the route's first turn).
+    last_llm_ms: Option<u64>,
     state: State,
 }
 
@@ -101,8 +107,8 @@ impl AgentError {
 
 type Step = (State, Vec<Command>);
 
-/// A reset this close to a call's timeout is taken as the timeout.
-const TIMEOUT_SLACK_MS: u64 = 5;
+/// A reset this close to a call's timeout (or in its second half) is taken as the timeout.
+const TIMEOUT_SLACK_MS: u64 = 50;
 /// Error messages quote upstream bodies; they stay far below any buffer limit.
 const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
 
@@ -110,6 +116,8 @@ impl Agent {
     pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Self {
         let backoff = Backoff::new(meta.seed);
         let report = Report::new(cfg.mode, meta.now_ms);
+        let want_steps = meta.steps || cfg.return_steps;
+        let steps = steps::Steps::new(want_steps, if want_steps { cfg.secrets() } else { Vec::new() });
         let now = meta.now_ms;
         Agent {
             cfg,
@@ -126,6 +134,8 @@ impl Agent {
             sent: BTreeMap::new(),
             now,
             report,
+            steps,
+            last_llm_ms: None,
             state: State::AwaitRequest,
         }
     }
@@ -207,8 +217,11 @@ impl Agent {
                 self.expiry.remove(&id);
                 self.tool_answered(&b, id, ToolClass::of_status(status), Some(status), body, now_ms);
                 let wait = retry::status_wait(status, headers);
+                let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+                let observation = convo::tool_observation(&self.cfg, &name, status, headers, body);
+                self.tool_step(&b, id, status.into(), &observation, now_ms);
                 if !self.retry_tool(&mut b, id, wait, now_ms) {
-                    b.reply(id, |name| convo::tool_observation(&self.cfg, name, status, headers, body));
+                    b.reply(id, |_| observation);
                 }
                 self.on_tool_done(c, b, now_ms)
             }
@@ -217,8 +230,11 @@ impl Agent {
                 let class = if failure == Failure::Timeout { ToolClass::TimedOut } else { ToolClass::Failed };
                 self.tool_answered(&b, id, class, None, failure.to_string().as_bytes(), now_ms);
                 let wait = retry::failure_wait(&failure);
+                let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+                let observation = format!("The call to '{name}' {failure}.");
+                self.tool_step(&b, id, class.as_str().into(), &observation, now_ms);
                 if !self.retry_tool(&mut b, id, wait, now_ms) {
-                    b.reply(id, |name| format!("The call to '{name}' {failure}."));
+                    b.reply(id, |_| observation);
                 }
                 self.on_tool_done(c, b, now_ms)
             }
@@ -285,8 +301,10 @@ impl Agent {
         if let Some(e) = llm_status_error(status, body) {
             return self.fail(e);
         }
+        let before = c.usage;
         let next = c.on_reply(&self.cfg, body);
         self.report.tokens = c.usage;
+        self.steps.llm(self.last_llm_ms.take(), steps::delta(c.usage, before));
         match next {
             Ok(Next::Answer { content, finish_reason }) => match self.json.take() {
                 Some(target) => {
@@ -395,7 +413,11 @@ impl Agent {
 
     /// The backoff of the LLM call is over: the same request goes out again under a new id.
     fn resend_llm(&mut self, state: State, now_ms: u64) -> Step {
-        let Some(mut r) = self.llm.take().filter(|r| r.due.is_some_and(|d| d <= now_ms)) else {
+        // An early wake-up leaves the retry waiting (it is asked for again by `WakeAt`).
+        if !self.llm.as_ref().is_some_and(|r| r.due.is_some_and(|d| d <= now_ms)) {
+            return (state, Vec::new());
+        }
+        let Some(mut r) = self.llm.take() else {
             return (state, Vec::new());
         };
         let id = self.mint();
@@ -416,8 +438,9 @@ impl Agent {
 
     /// Times an answered LLM callout; a failing one gets a warning with an excerpt of its body.
     fn llm_answered(&mut self, id: CallId, status: u16, body: &[u8], now_ms: u64) {
-        if let Some(sent) = self.sent.remove(&id) {
-            self.report.llm_ms.push(now_ms.saturating_sub(sent));
+        self.last_llm_ms = self.sent.remove(&id).map(|sent| now_ms.saturating_sub(sent));
+        if let Some(ms) = self.last_llm_ms {
+            self.report.llm_ms.push(ms);
         }
         if !(200..300).contains(&status) {
             log::warn!("#{} LLM call {} answered HTTP {status}: {}", self.meta.id, id.0, excerpt(body));
@@ -443,12 +466,23 @@ impl Agent {
         self.report.tools.push(ToolRecord { name, class, status, ms });
     }
 
+    /// The step of a tool call just answered (after `tool_answered`, which timed it).
+    fn tool_step(&mut self, b: &Batch, id: CallId, status: Value, observation: &str, _now_ms: u64) {
+        if !self.steps.is_on() {
+            return;
+        }
+        let ms = self.report.tools.last().map_or(0, |t| t.ms);
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+        self.steps.tool(&name, b.args_of(id).unwrap_or(""), status, observation, ms);
+    }
+
     /// Counts a turn's malformed output and the calls refused before sending.
     fn count_work(&mut self, work: &[convo::Work]) {
         for w in work {
             match w {
                 convo::Work::Known(_) => self.report.malformed += 1,
-                convo::Work::Refused { name, .. } => {
+                convo::Work::Refused { name, observation, .. } => {
+                    self.steps.tool(name, "", "refused".into(), observation, 0);
                     let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
                     self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
                 }
@@ -479,8 +513,17 @@ impl Agent {
     /// timeout after response headers as a reset).
     fn classify(&mut self, id: CallId, failure: &Failure, now_ms: u64) -> Failure {
         let expiry = self.expiry.remove(&id);
+        let sent = self.sent.get(&id).copied();
+        let near_timeout = |e: u64| {
+            // Envoy starts a callout's timer from its event loop's cached time, which lags the time the
+            // call was made by what ran before it in that loop iteration (seen: a 400 ms timeout
+            // firing at 357 ms by our clock, and earlier on a loaded machine). A reset in the second
+            // half of the timeout is taken as the timeout.
+            let timeout = sent.map_or(0, |s| e.saturating_sub(s));
+            now_ms + TIMEOUT_SLACK_MS.max(timeout / 2) >= e
+        };
         match failure {
-            Failure::Broken(_) if expiry.is_some_and(|e| now_ms + TIMEOUT_SLACK_MS >= e) => Failure::Timeout,
+            Failure::Broken(_) if expiry.is_some_and(near_timeout) => Failure::Timeout,
             other => other.clone(),
         }
     }
@@ -512,8 +555,10 @@ impl Agent {
         if let Some(e) = llm_status_error(status, body) {
             return self.fail(e);
         }
+        let before = c.usage;
         let outcome = f.on_reply(&self.cfg, &c.model, body, &mut c.usage);
         self.report.tokens = c.usage;
+        self.steps.llm(self.last_llm_ms.take(), steps::delta(c.usage, before));
         match outcome {
             Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
             Ok(format::Outcome::Retry(body)) => {
@@ -567,6 +612,7 @@ impl Agent {
             finish_reason,
             usage: c.usage,
             tool_calls,
+            steps: self.steps.value(),
         };
         let (content_type, body) = if self.stream {
             (answer::SSE, answer::chunks(&a, self.include_usage))

@@ -163,6 +163,8 @@ pub struct Config {
     /// The same array as JSON text, spliced into every request body.
     pub native_tools_json: String,
     pub json_resp: Option<JsonResp>,
+    /// Every answer carries the agent's steps (`api_agent_steps`), as if each client asked.
+    pub return_steps: bool,
     /// Things accepted but worth an operator's attention (ignored keys, skipped operations); logged once.
     pub warnings: Vec<String>,
 }
@@ -192,6 +194,7 @@ impl Config {
         let (apis, tools) = parse_apis(&mut root, &mut warnings)?;
         let template = parse_template(&mut root, &mut warnings)?;
         let json_resp = parse_json_resp(&mut root)?;
+        let return_steps = root.opt_bool("returnSteps")?.unwrap_or(false);
         if root.get("returnResponseTemplate").is_some() {
             warnings.push(
                 "returnResponseTemplate is a legacy Higress key and is ignored: answers are always OpenAI chat.completion objects"
@@ -229,6 +232,7 @@ impl Config {
             native_tools,
             native_tools_json,
             json_resp,
+            return_steps,
             warnings,
         })
     }

@@ -300,6 +300,8 @@ impl Http {
             now_ms,
             unix_s: now_ms / 1000,
             seed: now_ns ^ (u64::from(self.id) << 32),
+            steps: header(Map::RequestHeaders, "x-api-agent-steps")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         };
         self.rid = meta.id.clone();
         if let Some(key) = &cfg.llm.api_key {
@@ -360,6 +362,9 @@ impl Http {
         let stream = ok && self.agent.as_ref().is_some_and(Agent::wants_stream);
         let content_type = if stream { "text/event-stream" } else { "application/json" };
         set_header(Map::ResponseHeaders, "content-length", None);
+        // The body the filter writes is never compressed: a provider that compressed its reply
+        // regardless must not leave its encoding on the answer (clients would fail to decode it).
+        set_header(Map::ResponseHeaders, "content-encoding", None);
         set_header(Map::ResponseHeaders, "content-type", Some(content_type));
         CONTINUE
     }

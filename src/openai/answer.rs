@@ -18,6 +18,8 @@ pub struct Answer<'a> {
     pub usage: Usage,
     /// The client's own tool calls, returned for it to run (native mode).
     pub tool_calls: Option<&'a Value>,
+    /// The agent's steps, when the client asked for them (`api_agent_steps`).
+    pub steps: Option<Value>,
 }
 
 fn usage_json(u: Usage) -> Value {
@@ -44,6 +46,10 @@ pub fn completion(a: &Answer<'_>) -> Vec<u8> {
     string(&mut out, a.finish_reason);
     out.extend_from_slice(b"}],\"usage\":");
     value(&mut out, &usage_json(a.usage));
+    if let Some(steps) = &a.steps {
+        out.extend_from_slice(b",\"api_agent_steps\":");
+        value(&mut out, steps);
+    }
     out.push(b'}');
     out
 }
@@ -106,6 +112,10 @@ pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
             "id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model,
             "choices": [], "usage": usage_json(a.usage),
         }));
+    }
+    if let (Some(steps), Some(Value::Object(last))) = (&a.steps, events.last_mut()) {
+        // On the last chunk before [DONE]: clients ignore unknown fields.
+        last.insert("api_agent_steps".into(), steps.clone());
     }
     let mut out = Vec::with_capacity(a.content.len() * 2 + 512);
     for e in events {

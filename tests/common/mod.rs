@@ -52,6 +52,8 @@ pub struct Harness {
     pub reverse_tools: bool,
     /// The agent's jitter seed.
     pub seed: u64,
+    /// The client asks for the agent's steps.
+    pub steps: bool,
 }
 
 /// Everything the run did, in order.
@@ -122,6 +124,7 @@ impl Harness {
             step_ms: 10,
             reverse_tools: false,
             seed: 42,
+            steps: false,
         }
     }
 
@@ -149,7 +152,13 @@ impl Harness {
     /// Runs one request to its reply. Each round answers everything the agent asked for in the
     /// previous one, so the tool calls of a turn are all in flight together.
     pub fn run_body(&mut self, body: &[u8]) -> Outcome {
-        let meta = RequestMeta { id: "test1".into(), now_ms: START_MS, unix_s: 1_700_000_000, seed: self.seed };
+        let meta = RequestMeta {
+            id: "test1".into(),
+            now_ms: START_MS,
+            unix_s: 1_700_000_000,
+            seed: self.seed,
+            steps: self.steps,
+        };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         let mut now = START_MS;
         let mut out = Outcome {
