@@ -1,0 +1,242 @@
+//! The `api-agent` command-line tool, run as a built binary: `validate` on plain, Envoy, Higress and
+//! Istio configurations.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use api_agent::config::Config;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const DEMO: &str = "envoy/demo.yaml";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs the tool in the repository root, with `stdin` as its standard input.
+fn cli_with(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_api-agent"))
+        .args(args)
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start api-agent");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn cli(args: &[&str]) -> Output {
+    cli_with(args, "")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+fn status(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// A file in a directory of this test process's own, removed (with the directory, once empty) on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(name: &str, text: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("api-agent-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+fn spec(name: &str) -> String {
+    std::fs::read_to_string(root().join("openapi-examples").join(name)).unwrap()
+}
+
+fn plugin_config(llm: Value) -> String {
+    json!({"llm": llm, "apis": [{"apiProvider": {"serviceName": "weather.dns", "servicePort": 80,
+        "apiKey": {"in": "query", "name": "key", "value": "k-123"}}, "api": spec("weather.yaml")}]})
+    .to_string()
+}
+
+fn good_llm() -> Value {
+    json!({"serviceName": "llm.dns", "servicePort": 443, "path": "/v1/chat/completions", "apiKey": "sk-x"})
+}
+
+#[test]
+fn validate_accepts_a_good_configuration_and_names_its_tools() {
+    let file = TempFile::new("good.json", &plugin_config(good_llm()));
+    let p = file.path();
+    let o = cli(&["validate", p]);
+    let tools = Config::from_slice(plugin_config(good_llm()).as_bytes()).unwrap().tools.len();
+    assert_eq!(stdout(&o), format!("ok: {p} ({tools} tools, mode react, loop response)\n"));
+    assert_eq!(status(&o), 0);
+    let mut config: Value = serde_json::from_str(&plugin_config(good_llm())).unwrap();
+    config["mode"] = json!("native");
+    config["colour"] = json!("blue");
+    let file = TempFile::new("warned.json", &config.to_string());
+    let p = file.path();
+    let o = cli(&["validate", p]);
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "ok: {p} ({tools} tools, mode native, loop response)\nwarning: {p}: unknown top-level key 'colour' ignored\n"
+        )
+    );
+    assert_eq!(status(&o), 0);
+}
+
+#[test]
+fn validate_rejects_a_bad_configuration_with_the_filters_message() {
+    let llm = json!({"serviceName": "llm.dns", "servicePort": 443});
+    let file = TempFile::new("bad.json", &plugin_config(llm));
+    let p = file.path();
+    let o = cli(&["validate", p]);
+    assert_eq!(stdout(&o), format!("error: {p}: api-agent configuration rejected: llm.path: required\n"));
+    assert_eq!(status(&o), 1);
+    let file = TempFile::new("broken.yaml", "llm: [1, 2\n");
+    let o = cli(&["validate", file.path()]);
+    assert!(stdout(&o).contains("api-agent configuration rejected: configuration not valid JSON or YAML"), "{o:?}");
+    assert_eq!(status(&o), 1);
+}
+
+#[test]
+fn validate_reads_standard_input_and_refuses_bad_usage() {
+    let o = cli_with(&["validate", "-"], &plugin_config(good_llm()));
+    assert!(stdout(&o).starts_with("ok: <stdin> ("), "{o:?}");
+    assert_eq!(status(&o), 0);
+    assert_eq!(status(&cli(&["validate"])), 2);
+    let o = cli(&["validate", "/nonexistent/api-agent.yaml"]);
+    assert!(stderr(&o).contains("cannot read /nonexistent/api-agent.yaml"), "{o:?}");
+    assert_eq!(status(&o), 2);
+}
+
+#[test]
+fn validate_finds_the_wasm_filter_of_the_envoy_demo() {
+    let o = cli(&["validate", DEMO]);
+    assert_eq!(
+        stdout(&o),
+        "ok: envoy/demo.yaml: listener agent, http_filters[0] (api-agent) (3 tools, mode react, loop response)\n"
+    );
+    assert_eq!(status(&o), 0);
+}
+
+/// A Higress WasmPlugin: no default configuration, a good rule, a disabled one and a bad one.
+fn higress(bad_rule: &str) -> String {
+    let api = [
+        "openapi: 3.0.3",
+        "info: {title: t, version: '1'}",
+        "servers: [{url: 'https://restapi.amap.com/v3'}]",
+        "paths:",
+        "  /weather/weatherInfo:",
+        "    get:",
+        "      operationId: get_weather",
+        "      parameters: [{name: city, in: query, required: true, schema: {type: string}}]",
+        "      responses: {'200': {description: ok}}",
+    ]
+    .join("\n          ");
+    format!(
+        "apiVersion: extensions.higress.io/v1alpha1
+kind: WasmPlugin
+metadata: {{name: api-agent, namespace: higress-system}}
+spec:
+  defaultConfigDisable: true
+  matchRules:
+  - ingress: [llm-route]
+    config:
+      llm: {{apiKey: sk-rule, serviceName: dashscope.dns, servicePort: 443, path: /v1/chat/completions}}
+      apis:
+      - apiProvider: {{serviceName: geo.dns, servicePort: 80, apiKey: {{in: query, name: key, value: amap-key}}}}
+        api: |
+          {api}
+  - domain: [disabled.example.com]
+    configDisable: true
+    config: {{llm: {{}}}}
+  - service: [chat.dns:8080]
+    config:
+      llm: {{serviceName: other.dns, servicePort: 443{bad_rule}}}
+      apis:
+      - apiProvider: {{serviceName: geo.dns, servicePort: 80}}
+        api: |
+          {api}
+"
+    )
+}
+
+#[test]
+fn validate_builds_higress_rules_as_the_controller_does() {
+    let file = TempFile::new("higress-bad.yaml", &higress(""));
+    let p = file.path();
+    let o = cli(&["validate", p]);
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "error: {p}: WasmPlugin higress-system/api-agent: api-agent configuration rejected: \
+             _rules_[1].llm.path: required (from matchRules[2])\n"
+        )
+    );
+    assert_eq!(status(&o), 1);
+    let file = TempFile::new("higress-good.yaml", &higress(", path: /v1/chat/completions"));
+    let p = file.path();
+    let o = cli(&["validate", p]);
+    let place = format!("{p}: WasmPlugin higress-system/api-agent");
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "ok: {place}, _rules_[0] matching _match_route_ [llm-route] (1 tool, mode react, loop response)\n\
+             ok: {place}, _rules_[1] matching _match_service_ [chat.dns:8080] (1 tool, mode react, loop response)\n\
+             note: {place}: no global configuration; requests that no rule matches pass through\n"
+        )
+    );
+    assert_eq!(status(&o), 0);
+}
+
+fn istio() -> String {
+    let config = plugin_config(good_llm());
+    format!(
+        "apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {{name: agent}}\nspec:\n  url: oci://r/a:1\n  pluginConfig: {config}\n"
+    )
+}
+
+#[test]
+fn validate_reads_istio_plugin_config_and_multi_document_files() {
+    let file = TempFile::new("istio.yaml", &istio());
+    let p = file.path();
+    let o = cli(&["validate", p]);
+    assert!(stdout(&o).starts_with(&format!("ok: {p}: WasmPlugin agent (")), "{o:?}");
+    assert_eq!(status(&o), 0);
+    let all = format!(
+        "{}---\napiVersion: v1\nkind: Service\nmetadata: {{name: llm}}\n---\n{}",
+        istio(),
+        higress(", path: /v1")
+    );
+    let file = TempFile::new("all.yaml", &all);
+    let p = file.path();
+    let o = cli(&["validate", p]);
+    let lines: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    assert!(lines[0].starts_with(&format!("ok: {p}#1: WasmPlugin agent (")), "{lines:?}");
+    assert_eq!(lines[1], format!("skipped: {p}#2: Service llm: v1 Service is not a WasmPlugin"));
+    assert!(lines[2].starts_with(&format!("ok: {p}#3: WasmPlugin higress-system/api-agent, _rules_[0]")), "{lines:?}");
+    assert_eq!(status(&o), 0);
+}
