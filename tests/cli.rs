@@ -1,5 +1,5 @@
 //! The `api-agent` command-line tool, run as a built binary: `validate` on plain, Envoy, Higress and
-//! Istio configurations.
+//! Istio configurations; `tools` as text and JSON.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use api_agent::config::Config;
@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 const DEMO: &str = "envoy/demo.yaml";
+const LLM: &str = "outbound|18001||llm.dns";
+const SECRETS: [&str; 3] = ["sk-demo-llm", "demo-weather-key", "demo-translate-key"];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -239,4 +241,50 @@ fn validate_reads_istio_plugin_config_and_multi_document_files() {
     assert_eq!(lines[1], format!("skipped: {p}#2: Service llm: v1 Service is not a WasmPlugin"));
     assert!(lines[2].starts_with(&format!("ok: {p}#3: WasmPlugin higress-system/api-agent, _rules_[0]")), "{lines:?}");
     assert_eq!(status(&o), 0);
+}
+
+#[test]
+fn tools_lists_the_demo_tools_with_credentials_masked() {
+    let o = cli(&["tools", DEMO]);
+    let text = stdout(&o);
+    assert_eq!(status(&o), 0);
+    for expected in [
+        "envoy/demo.yaml: listener agent, http_filters[0] (api-agent)",
+        "  LLM: POST /v1/chat/completions on cluster outbound|18001||llm.dns, :authority llm.local, timeout 30000 ms",
+        "    credentials: header authorization: Bearer ****",
+        "  get_weather_now: Current weather. Get the current weather (temperature and conditions) for a city.",
+        "    GET /v3/weather/now on cluster outbound|18002||weather.dns, :authority api.weather.example, timeout 5000 ms",
+        "    credentials: query key=****",
+        "    GET /v3/stations/{station_id} on cluster outbound|18002||weather.dns",
+        "    POST /v2/translate on cluster outbound|18003||translate.dns, :authority api.translate.example",
+        "    credentials: header X-Api-Key: ****",
+        "    arguments: {\"type\":\"object\",\"properties\":{\"station_id\"",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    SECRETS.iter().for_each(|s| assert!(!text.contains(s), "{s} printed"));
+}
+
+#[test]
+fn tools_json_is_one_group_per_configuration() {
+    let o = cli(&["tools", DEMO, "--json"]);
+    assert_eq!(status(&o), 0);
+    SECRETS.iter().for_each(|s| assert!(!stdout(&o).contains(s), "{s} printed"));
+    let groups: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let g = &groups[0];
+    assert_eq!(groups.as_array().unwrap().len(), 1);
+    assert_eq!(
+        (g["scope"].as_str(), g["mode"].as_str(), g["loop"].as_str()),
+        (Some("global"), Some("react"), Some("response"))
+    );
+    assert_eq!(g["llm"]["cluster"], LLM);
+    let names: Vec<&str> = g["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["get_weather_now", "get_station", "translate_text"]);
+    let station = &g["tools"][1];
+    assert_eq!(station["url"], "/v3/stations/{station_id}");
+    assert_eq!(station["authority"], "api.weather.example");
+    assert_eq!(station["credentials"], json!(["query key=****"]));
+    assert_eq!(station["arguments"]["required"], json!(["station_id"]));
+    assert_eq!(g["tools"][2]["method"], "POST");
+    assert_eq!(g["tools"][2]["credentials"], json!(["header X-Api-Key: ****"]));
 }

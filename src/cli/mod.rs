@@ -1,12 +1,12 @@
-//! `api-agent`, the command-line tool: the filter's own core on the host. `validate` checks a
-//! configuration before it is deployed, as the filter checks it at start. Nothing here is compiled for
-//! wasm32.
+//! `api-agent`, the command-line tool: the filter's own core on the host. `validate` and `tools` check a
+//! configuration before it is deployed. Nothing here is compiled for wasm32.
 
 mod envoy;
 mod k8s;
 mod out;
 mod plugin;
 mod source;
+mod tools;
 mod validate;
 
 use clap::{Args, Parser, Subcommand};
@@ -31,6 +31,14 @@ enum Command {
     Validate {
         #[command(flatten)]
         source: SourceArg,
+    },
+    /// Lists every tool of every configuration in CONFIG: schema, request, cluster, credentials (masked).
+    Tools {
+        #[command(flatten)]
+        source: SourceArg,
+        /// Prints a machine-readable JSON array instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -74,5 +82,6 @@ pub fn main() -> ExitCode {
 fn dispatch(command: Command) -> Result<u8, CliError> {
     match command {
         Command::Validate { source } => validate::run(&source.config),
+        Command::Tools { source, json } => tools::run(&source.config, json),
     }
 }
