@@ -1,12 +1,14 @@
 //! The `api-agent` command-line tool, run as a built binary: `validate` on plain, Envoy, Higress and
-//! Istio configurations; `tools` as text and JSON.
+//! Istio configurations; `tools` as text and JSON; `prompt` against the core's own first request.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use api_agent::config::Config;
+use api_agent::agent::{Agent, Command as AgentCommand, Event, RequestMeta};
+use api_agent::config::{Config, Mode};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::rc::Rc;
 
 const DEMO: &str = "envoy/demo.yaml";
 const LLM: &str = "outbound|18001||llm.dns";
@@ -84,6 +86,15 @@ fn plugin_config(llm: Value) -> String {
 
 fn good_llm() -> Value {
     json!({"serviceName": "llm.dns", "servicePort": 443, "path": "/v1/chat/completions", "apiKey": "sk-x"})
+}
+
+/// The demo's plugin configuration, as Envoy hands it to the filter.
+fn demo_config() -> Config {
+    let text = std::fs::read_to_string(root().join(DEMO)).unwrap();
+    let bootstrap = api_agent::doc::parse(&text).unwrap();
+    let filters = &bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0];
+    let wasm = &filters["typed_config"]["http_filters"][0]["typed_config"]["config"]["configuration"]["value"];
+    Config::from_slice(wasm.as_str().unwrap().as_bytes()).unwrap()
 }
 
 #[test]
@@ -287,4 +298,42 @@ fn tools_json_is_one_group_per_configuration() {
     assert_eq!(station["arguments"]["required"], json!(["station_id"]));
     assert_eq!(g["tools"][2]["method"], "POST");
     assert_eq!(g["tools"][2]["credentials"], json!(["header X-Api-Key: ****"]));
+}
+
+/// The first LLM request as the core writes it for the demo configuration in `mode`.
+fn core_first_request(mode: Mode, question: &str, stream: bool) -> Vec<u8> {
+    let mut cfg = demo_config();
+    cfg.mode = mode;
+    let meta = RequestMeta { id: "t".into(), now_ms: 0, unix_s: 0, seed: 1 };
+    let mut agent = Agent::new(Rc::new(cfg), meta);
+    let mut body = json!({"messages": [{"role": "user", "content": question}], "model": "demo-react-model"});
+    if stream {
+        body["stream"] = json!(true);
+    }
+    match agent.handle(Event::ClientRequest { body: body.to_string().as_bytes() }, 0).remove(0) {
+        AgentCommand::Forward { body } => body,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn prompt_prints_the_first_request_exactly_in_both_modes() {
+    let q = "What is the weather in Jinan?";
+    let o = cli(&["prompt", DEMO, "--question", q]);
+    assert_eq!(status(&o), 0, "{o:?}");
+    let mut expected = core_first_request(Mode::React, q, false);
+    expected.push(b'\n');
+    assert_eq!(o.stdout, expected);
+    let react: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(react["stop"], json!(["Observation:"]));
+    assert!(react["messages"][0]["content"].as_str().unwrap().contains("get_weather_now"));
+
+    let o = cli(&["prompt", DEMO, "--question", q, "--mode", "native", "--stream"]);
+    assert_eq!(status(&o), 0, "{o:?}");
+    let mut expected = core_first_request(Mode::Native, q, true);
+    expected.push(b'\n');
+    assert_eq!(o.stdout, expected);
+    let native: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(native["tools"].as_array().unwrap().len(), 3);
+    assert_eq!(native["stream"], json!(false));
 }

@@ -1,15 +1,18 @@
 //! `api-agent`, the command-line tool: the filter's own core on the host. `validate` and `tools` check a
-//! configuration before it is deployed. Nothing here is compiled for wasm32.
+//! configuration before it is deployed and `prompt` shows the first LLM request. Nothing here is
+//! compiled for wasm32.
 
 mod envoy;
 mod k8s;
 mod out;
 mod plugin;
+mod prompt;
+mod select;
 mod source;
 mod tools;
 mod validate;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 
 /// Exit statuses: 0 for success, `FAILED` when the configuration or the answer is bad, `USAGE` when
@@ -17,7 +20,7 @@ use std::process::ExitCode;
 pub const FAILED: u8 = 1;
 pub const USAGE: u8 = 2;
 
-/// Checks and lists api-agent configurations with the filter's own core, without Envoy.
+/// Checks api-agent configurations and shows their tools and first LLM request, without Envoy.
 #[derive(Debug, Parser)]
 #[command(name = "api-agent", version)]
 struct Cli {
@@ -40,6 +43,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Prints the first LLM request body exactly as the filter would send it.
+    Prompt {
+        #[command(flatten)]
+        request: RequestArgs,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -48,6 +56,37 @@ struct SourceArg {
     /// multi-document YAML file of these; '-' reads standard input.
     #[arg(value_name = "CONFIG")]
     config: String,
+}
+
+/// Which configuration a request uses, and the client's request.
+#[derive(Debug, Args)]
+struct RequestArgs {
+    #[command(flatten)]
+    source: SourceArg,
+    /// The user's question.
+    #[arg(long)]
+    question: String,
+    /// Overrides the configuration's mode.
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// The client asks for an SSE stream (`stream: true`).
+    #[arg(long)]
+    stream: bool,
+    /// The client's `model` (default: `llm.model`; none is sent without either).
+    #[arg(long)]
+    model: Option<String>,
+    /// Which plugin configuration of CONFIG, counted from 1 in the order `validate` lists them.
+    #[arg(long, value_name = "N")]
+    plugin: Option<usize>,
+    /// Which configuration of a plugin with `_rules_`: 'global' or a rule's index.
+    #[arg(long, value_name = "global|INDEX")]
+    rule: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeArg {
+    React,
+    Native,
 }
 
 /// Why a command failed, and the exit status that says so.
@@ -83,5 +122,24 @@ fn dispatch(command: Command) -> Result<u8, CliError> {
     match command {
         Command::Validate { source } => validate::run(&source.config),
         Command::Tools { source, json } => tools::run(&source.config, json),
+        Command::Prompt { request } => prompt::run(&request.into()),
+    }
+}
+
+impl From<RequestArgs> for select::Request {
+    fn from(a: RequestArgs) -> Self {
+        let mode = a.mode.map(|m| match m {
+            ModeArg::React => crate::config::Mode::React,
+            ModeArg::Native => crate::config::Mode::Native,
+        });
+        select::Request {
+            config: a.source.config,
+            question: a.question,
+            mode,
+            stream: a.stream,
+            model: a.model,
+            plugin: a.plugin,
+            rule: a.rule,
+        }
     }
 }

@@ -9,6 +9,13 @@ pub fn line(text: &str) {
     let _ = writeln!(out, "{text}");
 }
 
+/// Bytes on standard output, exactly as given.
+pub fn bytes(data: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(data);
+    let _ = out.flush();
+}
+
 /// One line on standard error.
 pub fn error_line(text: &str) {
     let mut err = std::io::stderr().lock();
