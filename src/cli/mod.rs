@@ -1,15 +1,18 @@
 //! `api-agent`, the command-line tool: the filter's own core on the host. `validate` and `tools` check a
-//! configuration before it is deployed and `prompt` shows the first LLM request. Nothing here is
-//! compiled for wasm32.
+//! configuration before it is deployed, `prompt` shows the first LLM request, and `run` drives the whole
+//! loop against live HTTP endpoints without Envoy. Nothing here is compiled for wasm32.
 
 mod envoy;
+mod http;
 mod k8s;
 mod out;
 mod plugin;
 mod prompt;
+mod run;
 mod select;
 mod source;
 mod tools;
+mod transcript;
 mod validate;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -20,7 +23,7 @@ use std::process::ExitCode;
 pub const FAILED: u8 = 1;
 pub const USAGE: u8 = 2;
 
-/// Checks api-agent configurations and shows their tools and first LLM request, without Envoy.
+/// Checks, lists and runs api-agent configurations with the filter's own core, without Envoy.
 #[derive(Debug, Parser)]
 #[command(name = "api-agent", version)]
 struct Cli {
@@ -47,6 +50,18 @@ enum Command {
     Prompt {
         #[command(flatten)]
         request: RequestArgs,
+    },
+    /// Runs the agent loop against live HTTP endpoints, one per Envoy cluster, and prints each step.
+    Run {
+        #[command(flatten)]
+        request: RequestArgs,
+        /// Maps an Envoy cluster of the configuration to a base URL, e.g.
+        /// 'outbound|443||api.openai.com=https://api.openai.com'. Repeat for every cluster.
+        #[arg(long = "endpoint", value_name = "CLUSTER=URL")]
+        endpoints: Vec<String>,
+        /// Prints the whole transcript as one JSON object at the end instead of the steps as they happen.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -123,6 +138,7 @@ fn dispatch(command: Command) -> Result<u8, CliError> {
         Command::Validate { source } => validate::run(&source.config),
         Command::Tools { source, json } => tools::run(&source.config, json),
         Command::Prompt { request } => prompt::run(&request.into()),
+        Command::Run { request, endpoints, json } => run::run(&request.into(), &endpoints, json),
     }
 }
 

@@ -21,8 +21,9 @@ pub struct Request {
     pub rule: Option<String>,
 }
 
-/// The configuration chosen.
+/// The configuration chosen, and where it is.
 pub struct Chosen {
+    pub label: String,
     pub config: Rc<Config>,
 }
 
@@ -39,7 +40,8 @@ impl Request {
             };
         };
         let scope = pick_scope(plugin::scopes(p), self.rule.as_deref(), &entry.label)?;
-        Ok(Chosen { config: with_mode(scope.config, self.mode)? })
+        let label = scope.place(&entry.label, p.rules.is_empty());
+        Ok(Chosen { label, config: with_mode(scope.config, self.mode)? })
     }
 
     /// The client's request: the question as the one user message.
