@@ -1,5 +1,5 @@
 //! api-agent: a Proxy-Wasm filter that turns an Envoy or Higress gateway into an AI agent over the
-//! gateway's own APIs. Everything but `filter` is a pure, host-independent core.
+//! gateway's own APIs. Everything but `filter` and `cli` is a pure, host-independent core.
 
 pub mod agent;
 pub mod config;
@@ -12,3 +12,7 @@ pub mod schema;
 
 #[cfg(target_arch = "wasm32")]
 mod filter;
+
+/// The `api-agent` command-line tool (src/bin/api-agent.rs): host only, never in the .wasm.
+#[cfg(not(target_arch = "wasm32"))]
+pub mod cli;

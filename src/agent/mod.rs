@@ -49,7 +49,7 @@ enum State {
     /// The route's upstream answers the forwarded first turn.
     AwaitFirstLlm(Convo),
     AwaitLlm(CallId, Convo),
-    AwaitTools(Convo, Batch),
+    AwaitTools(Convo, Box<Batch>),
     /// JSON mode: the answer is being turned into JSON; the finish reason is kept for the end.
     AwaitFormat(CallId, Convo, Box<Format>, &'static str),
     Done,
@@ -324,7 +324,7 @@ impl Agent {
                 if let Some(e) = self.deadline_error(now_ms) {
                     return self.fail(e);
                 }
-                let batch = Batch::new(work, self.cfg.llm.max_parallel_tool_calls);
+                let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
                 self.on_tool_done(c, batch, now_ms)
             }
             Err(e) => self.fail(e),
@@ -333,7 +333,7 @@ impl Agent {
 
     /// Dispatches what the batch may start now; once every call of the turn is answered, feeds the
     /// observations back and asks the LLM again.
-    fn on_tool_done(&mut self, c: Convo, mut b: Batch, now_ms: u64) -> Step {
+    fn on_tool_done(&mut self, c: Convo, mut b: Box<Batch>, now_ms: u64) -> Step {
         let mut commands = Vec::new();
         while let Some((id, name, call)) = b.take(|| self.mint()) {
             let timeout = self.bounded(call.timeout_ms, now_ms);
@@ -414,7 +414,7 @@ impl Agent {
     /// The backoff of the LLM call is over: the same request goes out again under a new id.
     fn resend_llm(&mut self, state: State, now_ms: u64) -> Step {
         // An early wake-up leaves the retry waiting (it is asked for again by `WakeAt`).
-        if !self.llm.as_ref().is_some_and(|r| r.due.is_some_and(|d| d <= now_ms)) {
+        if self.llm.as_ref().is_none_or(|r| r.due.is_none_or(|d| d > now_ms)) {
             return (state, Vec::new());
         }
         let Some(mut r) = self.llm.take() else {

@@ -1,0 +1,137 @@
+//! `api-agent tools CONFIG [--json]`: every tool of every configuration, with what the model sees (name,
+//! description, argument schema) and what the filter sends (method, URL template, cluster, authority,
+//! credentials with their values masked). The text is rendered from the same JSON `--json` prints.
+
+use super::out;
+use super::plugin::{self, Scope, State};
+use super::{CliError, FAILED};
+use crate::config::{Api, ApiKey, Config};
+use crate::openapi::Tool;
+use serde_json::{json, Value};
+
+const MASK: &str = "****";
+
+pub fn run(path: &str, as_json: bool) -> Result<u8, CliError> {
+    let mut groups = Vec::new();
+    let mut failed = false;
+    for e in plugin::entries(path)? {
+        match e.state {
+            State::Valid(p) => {
+                let alone = p.rules.is_empty();
+                groups.extend(plugin::scopes(&p).iter().map(|s| group(&e.label, s, alone)));
+            }
+            State::Rejected(msg) | State::Unusable(msg) => {
+                failed = true;
+                groups.push(json!({"where": e.label, "error": msg}));
+            }
+            State::Skipped(_) => {}
+        }
+    }
+    if as_json {
+        out::line(&Value::Array(groups).to_string());
+    } else {
+        let texts: Vec<String> = groups.iter().map(text).collect();
+        out::line(texts.join("\n").trim_end());
+    }
+    Ok(if failed { FAILED } else { 0 })
+}
+
+/// One configuration: its LLM, its tools and its warnings.
+fn group(label: &str, s: &Scope, alone: bool) -> Value {
+    let c = &s.config;
+    json!({
+        "where": s.place(label, alone),
+        "scope": s.name,
+        "match": s.matcher,
+        "mode": plugin::mode_name(c.mode),
+        "loop": plugin::loop_name(c.loop_phase),
+        "llm": llm(c),
+        "tools": c.tools.iter().map(|t| tool(c, t)).collect::<Vec<_>>(),
+        "warnings": c.warnings,
+    })
+}
+
+fn llm(c: &Config) -> Value {
+    let l = &c.llm;
+    let credentials: Vec<String> = l.api_key.iter().map(|_| format!("header authorization: Bearer {MASK}")).collect();
+    json!({
+        "method": "POST",
+        "url": l.path,
+        "cluster": l.upstream.cluster,
+        "authority": l.upstream.authority_or_service(),
+        "model": l.model,
+        "timeout_ms": l.upstream.timeout_ms,
+        "credentials": credentials,
+    })
+}
+
+fn tool(c: &Config, t: &Tool) -> Value {
+    let api = &c.apis[t.api];
+    json!({
+        "name": t.name,
+        "description": t.description,
+        "method": t.method,
+        "url": format!("{}{}", t.server.base_path, t.path),
+        "cluster": api.upstream.cluster,
+        "authority": authority(t, api),
+        "timeout_ms": api.upstream.timeout_ms,
+        "credentials": credentials(api),
+        "arguments": t.schema,
+    })
+}
+
+/// The `:authority` of the tool's calls, chosen as `openapi::call::build` chooses it: `domain`, else the
+/// server URL's host, else the service name.
+fn authority(t: &Tool, api: &Api) -> String {
+    let up = &api.upstream;
+    up.authority.clone().or_else(|| t.server.host.clone()).unwrap_or_else(|| up.authority_or_service())
+}
+
+/// How the operator's credentials are attached, never their values.
+fn credentials(api: &Api) -> Vec<String> {
+    let key = api.api_key.iter().map(|k| match k {
+        ApiKey::Query { name, .. } => format!("query {name}={MASK}"),
+        ApiKey::Header { name, .. } => format!("header {name}: {MASK}"),
+    });
+    key.chain(api.headers.iter().map(|(name, _)| format!("header {name}: {MASK}"))).collect()
+}
+
+fn text(g: &Value) -> String {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    if let Some(e) = g.get("error") {
+        return format!("error: {}: {}\n", s(&g["where"]), s(e));
+    }
+    let mut out = format!("{}\n  mode {}, loop {}\n", s(&g["where"]), s(&g["mode"]), s(&g["loop"]));
+    let l = &g["llm"];
+    out.push_str(&format!("  LLM: POST {} on {}\n", s(&l["url"]), upstream(l)));
+    if let Some(m) = l["model"].as_str() {
+        out.push_str(&format!("    model {m}\n"));
+    }
+    credential_lines(&l["credentials"], "    ", &mut out);
+    for t in g["tools"].as_array().into_iter().flatten() {
+        let first = s(&t["description"]).lines().next().unwrap_or("").to_string();
+        out.push_str(&format!("  {}: {first}\n", s(&t["name"])));
+        out.push_str(&format!("    {} {} on {}\n", s(&t["method"]), s(&t["url"]), upstream(t)));
+        credential_lines(&t["credentials"], "    ", &mut out);
+        out.push_str(&format!("    arguments: {}\n", t["arguments"]));
+    }
+    for w in g["warnings"].as_array().into_iter().flatten() {
+        out.push_str(&format!("  warning: {}\n", s(w)));
+    }
+    out
+}
+
+fn upstream(v: &Value) -> String {
+    format!(
+        "cluster {}, :authority {}, timeout {} ms",
+        v["cluster"].as_str().unwrap_or(""),
+        v["authority"].as_str().unwrap_or(""),
+        v["timeout_ms"]
+    )
+}
+
+fn credential_lines(list: &Value, indent: &str, out: &mut String) {
+    for c in list.as_array().into_iter().flatten().filter_map(Value::as_str) {
+        out.push_str(&format!("{indent}credentials: {c}\n"));
+    }
+}
