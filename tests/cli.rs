@@ -302,7 +302,7 @@ fn tools_json_is_one_group_per_configuration() {
     assert_eq!(station["credentials"], json!(["query key=****"]));
     assert_eq!(station["arguments"]["required"], json!(["station_id"]));
     assert_eq!(g["tools"][2]["method"], "POST");
-    assert_eq!(g["tools"][2]["credentials"], json!(["header X-Api-Key: ****"]));
+    assert_eq!(g["tools"][2]["credentials"], json!(["header Authorization: X-Api-Key ****", "header X-Api-Key: ****"]));
 }
 
 /// The first LLM request as the core writes it for the demo configuration in `mode`.

@@ -89,9 +89,16 @@ fn authority(t: &Tool, api: &Api) -> String {
 
 /// How the operator's credentials are attached, never their values.
 fn credentials(api: &Api) -> Vec<String> {
-    let key = api.api_key.iter().map(|k| match k {
-        ApiKey::Query { name, .. } => format!("query {name}={MASK}"),
-        ApiKey::Header { name, .. } => format!("header {name}: {MASK}"),
+    // As `openapi::call::build` attaches them: a header key as Higress's `Authorization: <name> <value>`
+    // and as its own header (unless named Authorization); static headers last, replacing any of those.
+    let key = api.api_key.iter().flat_map(|k| match k {
+        ApiKey::Query { name, .. } => vec![format!("query {name}={MASK}")],
+        ApiKey::Header { name, .. } if name.eq_ignore_ascii_case("authorization") => {
+            vec![format!("header {name}: {MASK}")]
+        }
+        ApiKey::Header { name, .. } => {
+            vec![format!("header Authorization: {name} {MASK}"), format!("header {name}: {MASK}")]
+        }
     });
     key.chain(api.headers.iter().map(|(name, _)| format!("header {name}: {MASK}"))).collect()
 }

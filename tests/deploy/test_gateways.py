@@ -19,7 +19,6 @@ from support.react import action, final
 
 # Support for Higress's `_rules_` in the filter (by route name, domain, service; else pass through) is
 # the contract these tests are written against; it was being implemented when they were written.
-RULES_PENDING = pytest.mark.xfail(strict=False, reason="_rules_ support pending")
 
 CLIENT_KEY = "sk-consumer-key"
 CHAT = "/compatible-mode/v1/chat/completions"     # the Dashscope path the Higress routes expose
@@ -104,7 +103,6 @@ def higress_gateway(wasm: str, docs: list[dict], ports: dict[str, int]) -> dict:
     return gateway_bootstrap(wasm, plugin_json(config), vhosts, clusters)
 
 
-@RULES_PENDING
 def test_higress_configuration_loads_in_envoy(higress, envoy_binary, wasm, tmp_path):
     config = higress_gateway(wasm, higress, {"dashscope": 1, "amap": 2, "seniverse": 3})
     r = validate(envoy_binary, config, str(tmp_path))
@@ -112,7 +110,6 @@ def test_higress_configuration_loads_in_envoy(higress, envoy_binary, wasm, tmp_p
     assert "_rules_[1]" in r.stdout + r.stderr, "both rules configured"
 
 
-@RULES_PENDING
 def test_higress_rules_in_envoy(higress, mocks, wasm, start_envoy):
     """Rule 1 by route name (ReAct, Chinese, three tools), rule 2 by domain (native, one tool), and a
     route neither names: untouched."""
@@ -216,7 +213,6 @@ def test_istio_plugin_in_envoy(istio, mocks, wasm, start_envoy):
     assert call.query == {"location": "Jinan", "language": "en", "unit": "c", "key": "REPLACE-ME-seniverse-key"}
 
 
-@RULES_PENDING
 def test_istio_plugin_scoped_to_its_host(istio, mocks, wasm, start_envoy):
     """deploy/README.md: on a shared gateway, pluginConfig as one `_rules_` entry matching the agent's
     domain; another host's chat requests pass untouched."""
