@@ -25,14 +25,14 @@ fn error(v: Value) -> String {
 }
 
 fn model_for(p: &Plugin, route: &str, host: &str, cluster: &str) -> Option<String> {
-    p.select(RequestKeys { route, host, cluster }).map(|c| c.llm.model.clone().unwrap_or_default())
+    p.select(RequestKeys { route, host, cluster, consumer: "" }).map(|c| c.llm.model.clone().unwrap_or_default())
 }
 
 #[test]
 fn what_higress_delivers_for_default_config_disable_loads() {
     let p = Plugin::from_value(&json!({"_rules_": [rule("a", "_match_route_", json!(["llm-route"]))]})).unwrap();
     assert!(p.global.is_none());
-    assert_eq!(p.rules[0].matcher, Matcher::Routes(vec!["llm-route".into()]));
+    assert_eq!(p.rules[0].matcher, Matcher::Routes { routes: vec!["llm-route".into()], services: vec![] });
     assert_eq!(model_for(&p, "llm-route", "", "").as_deref(), Some("a"));
     assert_eq!(model_for(&p, "other", "x.example.com", ""), None, "no configuration: pass through");
 }
@@ -56,6 +56,28 @@ fn first_matching_rule_wins_then_the_global_part() {
 }
 
 #[test]
+fn several_matchers_in_one_rule_as_higress_go_sdk_reads_them() {
+    // Route and service: both must match (what Higress's controller writes for a matchRule with both).
+    let mut r = rule("route+service", "_match_route_", json!(["llm-route"]));
+    r["_match_service_"] = json!(["llm.svc"]);
+    // Route wins over domain; a domain-only rule after it.
+    let mut d = rule("route-not-domain", "_match_route_", json!(["other-route"]));
+    d["_match_domain_"] = json!(["*.example.com"]);
+    // Route prefix and consumer.
+    let mut c = rule("prefix+consumer", "_match_route_prefix_", json!(["team-"]));
+    c["_match_consumer_"] = json!(["alice"]);
+    let p = Plugin::from_value(&json!({"_rules_": [r, d, c]})).unwrap();
+    assert_eq!(model_for(&p, "llm-route", "", "outbound|443||llm.svc").as_deref(), Some("route+service"));
+    assert_eq!(model_for(&p, "llm-route", "", "outbound|443||other.svc"), None);
+    assert_eq!(model_for(&p, "x", "a.example.com", ""), None, "the domain of a route rule is not used");
+    assert_eq!(model_for(&p, "other-route", "", "").as_deref(), Some("route-not-domain"));
+    let keys = |consumer| RequestKeys { route: "team-a", host: "", cluster: "", consumer };
+    assert_eq!(p.select(keys("alice")).and_then(|c| c.llm.model.clone()).as_deref(), Some("prefix+consumer"));
+    assert!(p.select(keys("bob")).is_none());
+    assert!(p.needs_consumer() && p.needs_cluster() && p.needs_route());
+}
+
+#[test]
 fn a_configuration_without_rules_is_the_global_one() {
     let p = Plugin::from_value(&agent("g")).unwrap();
     assert!(p.rules.is_empty() && !p.needs_route() && !p.needs_cluster());
@@ -71,13 +93,12 @@ fn bad_rules_are_named_by_path() {
         (json!({"_rules_": {"a": 1}}), "_rules_: must be a list, found object"),
         (
             json!({"_rules_": [agent("a")]}),
-            "_rules_[0]: needs one of _match_route_, _match_route_prefix_, _match_domain_, _match_service_",
+            "_rules_[0]: needs one of _match_route_, _match_route_prefix_, _match_domain_, _match_service_ (not empty)",
         ),
         (
-            json!({"_rules_": [{"_match_domain_": ["a"], "_match_route_": ["r"]}]}),
-            "_rules_[0]: has _match_route_ and _match_domain_: a rule matches by one of them only",
+            json!({"_rules_": [rule("a", "_match_route_", json!([]))]}),
+            "_rules_[0]: needs one of _match_route_, _match_route_prefix_, _match_domain_, _match_service_ (not empty)",
         ),
-        (json!({"_rules_": [rule("a", "_match_route_", json!([]))]}), "_rules_[0]._match_route_: must not be empty"),
         (
             json!({"_rules_": [rule("a", "_match_route_", json!("r"))]}),
             "_rules_[0]._match_route_: must be a list of strings, found string",

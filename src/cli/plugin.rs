@@ -72,13 +72,18 @@ pub fn scopes(plugin: &Plugin) -> Vec<Scope> {
 }
 
 fn describe(m: &Matcher) -> String {
-    let (key, names) = match m {
-        Matcher::Routes(n) => ("_match_route_", n),
-        Matcher::RoutePrefixes(n) => ("_match_route_prefix_", n),
-        Matcher::Domains(n) => ("_match_domain_", n),
-        Matcher::Services(n) => ("_match_service_", n),
+    let (key, names, and) = match m {
+        Matcher::Routes { routes, services } => ("_match_route_", routes, ("_match_service_", services)),
+        Matcher::RoutePrefixes { prefixes, consumers } => {
+            ("_match_route_prefix_", prefixes, ("_match_consumer_", consumers))
+        }
+        Matcher::Domains(n) => ("_match_domain_", n, ("", &Vec::new())),
+        Matcher::Services(n) => ("_match_service_", n, ("", &Vec::new())),
     };
-    format!("{key} [{}]", names.join(", "))
+    match and {
+        (k, v) if !v.is_empty() => format!("{key} [{}] and {k} [{}]", names.join(", "), v.join(", ")),
+        _ => format!("{key} [{}]", names.join(", ")),
+    }
 }
 
 impl Scope {

@@ -12,7 +12,7 @@ use fields::Fields;
 use serde_json::Value;
 use std::fmt;
 
-pub use rules::{Matcher, Plugin, RequestKeys, Rule};
+pub use rules::{Matcher, Plugin, RequestKeys, Rule, CONSUMER_HEADER};
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 15;
 pub const DEFAULT_TIMEOUT_MS: u64 = 50_000;

@@ -1,9 +1,10 @@
 //! Higress's per-route configuration: the plugin configuration may hold `_rules_`, each a whole
-//! configuration with one matcher (`_match_route_`, `_match_route_prefix_`, `_match_domain_` or
-//! `_match_service_`), next to an optional global part. As Higress's plugin SDKs match them: the first
-//! rule (in order) that matches the request wins; else the global part; else the request is not the
-//! agent's and passes through untouched. Every rule is validated at start, its errors named
-//! `_rules_[i].…`.
+//! configuration with its matchers (`_match_route_`, `_match_route_prefix_`, `_match_domain_`,
+//! `_match_service_`, `_match_consumer_`), next to an optional global part. As Higress's Go plugin SDK
+//! (which its `ai-agent` uses) reads them: a rule's kind is the first of route (with service: both must
+//! match), domain, service, route prefix (with consumer: both must match) that it has; the first rule
+//! (in order) that matches the request wins; else the global part; else the request is not the agent's
+//! and passes through untouched. Every rule is validated at start, its errors named `_rules_[i].…`.
 
 use super::{Config, ConfigError};
 use crate::doc;
@@ -12,6 +13,9 @@ use std::rc::Rc;
 
 const RULES: &str = "_rules_";
 const MATCHERS: [&str; 4] = ["_match_route_", "_match_route_prefix_", "_match_domain_", "_match_service_"];
+const CONSUMER: &str = "_match_consumer_";
+/// Higress's consumer header, set by its authentication plugins.
+pub const CONSUMER_HEADER: &str = "x-mse-consumer";
 
 /// The plugin configuration as Envoy or Higress delivers it: a global configuration, rules, or both.
 #[derive(Debug, Clone)]
@@ -28,13 +32,14 @@ pub struct Rule {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Matcher {
-    /// Route names, exactly.
-    Routes(Vec<String>),
-    RoutePrefixes(Vec<String>),
+    /// Route names, exactly; with `services`, the cluster must match one of them too.
+    Routes { routes: Vec<String>, services: Vec<String> },
     /// Hosts: `*.example.com` (suffix), `api.*` (prefix) or exact; the request's port is ignored.
     Domains(Vec<String>),
     /// `name` or `name:port`, against the fqdn and port of the cluster `outbound|port||fqdn`.
     Services(Vec<String>),
+    /// Route name prefixes; with `consumers`, Higress's consumer header must name one of them too.
+    RoutePrefixes { prefixes: Vec<String>, consumers: Vec<String> },
 }
 
 /// What a request is matched by.
@@ -43,6 +48,7 @@ pub struct RequestKeys<'a> {
     pub route: &'a str,
     pub host: &'a str,
     pub cluster: &'a str,
+    pub consumer: &'a str,
 }
 
 impl Plugin {
@@ -86,11 +92,21 @@ impl Plugin {
 
     /// Whether some rule needs the route name (reading it costs a host call per request).
     pub fn needs_route(&self) -> bool {
-        self.rules.iter().any(|r| matches!(r.matcher, Matcher::Routes(_) | Matcher::RoutePrefixes(_)))
+        self.rules.iter().any(|r| matches!(r.matcher, Matcher::Routes { .. } | Matcher::RoutePrefixes { .. }))
     }
 
     pub fn needs_cluster(&self) -> bool {
-        self.rules.iter().any(|r| matches!(r.matcher, Matcher::Services(_)))
+        self.rules.iter().any(|r| match &r.matcher {
+            Matcher::Services(_) => true,
+            Matcher::Routes { services, .. } => !services.is_empty(),
+            _ => false,
+        })
+    }
+
+    pub fn needs_consumer(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|r| matches!(&r.matcher, Matcher::RoutePrefixes { consumers, .. } if !consumers.is_empty()))
     }
 }
 
@@ -99,52 +115,56 @@ fn parse_rule(i: usize, rule: &Value) -> Result<Rule, ConfigError> {
     let Value::Object(map) = rule else {
         return Err(ConfigError::new(&path, format!("must be an object, found {}", doc::type_name(rule))));
     };
-    let mut found: Vec<(&str, Vec<String>)> = Vec::new();
-    for key in MATCHERS {
-        let Some(v) = map.get(key) else { continue };
-        let p = format!("{path}.{key}");
-        let Value::Array(items) = v else {
-            return Err(ConfigError::new(&p, format!("must be a list of strings, found {}", doc::type_name(v))));
-        };
-        let mut names = Vec::with_capacity(items.len());
-        for (j, item) in items.iter().enumerate() {
-            match item.as_str().map(str::trim) {
-                Some(s) if !s.is_empty() => names.push(s.to_string()),
-                _ => return Err(ConfigError::new(&format!("{p}[{j}]"), "must be a non-empty string")),
-            }
-        }
-        if names.is_empty() {
-            return Err(ConfigError::new(&p, "must not be empty"));
-        }
-        found.push((key, names));
-    }
-    let (key, names) = match found.len() {
-        1 => found.remove(0),
-        0 => return Err(ConfigError::new(&path, format!("needs one of {}", MATCHERS.join(", ")))),
-        _ => {
-            let keys: Vec<&str> = found.iter().map(|(k, _)| *k).collect();
-            return Err(ConfigError::new(
-                &path,
-                format!("has {}: a rule matches by one of them only", keys.join(" and ")),
-            ));
-        }
-    };
-    let matcher = match key {
-        "_match_route_" => Matcher::Routes(names),
-        "_match_route_prefix_" => Matcher::RoutePrefixes(names),
-        "_match_domain_" => Matcher::Domains(names),
-        _ => Matcher::Services(names),
+    let list = |key: &str| names(map, &path, key);
+    let (routes, prefixes, domains, services, consumers) =
+        (list(MATCHERS[0])?, list(MATCHERS[1])?, list(MATCHERS[2])?, list(MATCHERS[3])?, list(CONSUMER)?);
+    // Higress's Go SDK: the first kind a rule has decides how it matches.
+    let matcher = if !routes.is_empty() {
+        Matcher::Routes { routes, services }
+    } else if !domains.is_empty() {
+        Matcher::Domains(domains)
+    } else if !services.is_empty() {
+        Matcher::Services(services)
+    } else if !prefixes.is_empty() {
+        Matcher::RoutePrefixes { prefixes, consumers }
+    } else {
+        return Err(ConfigError::new(&path, format!("needs one of {} (not empty)", MATCHERS.join(", "))));
     };
     let config = Config::from_value(rule).map_err(|e| e.under(&path))?;
     Ok(Rule { matcher, config: Rc::new(config) })
 }
 
+/// The non-empty strings of a matcher key; an empty or absent list is no matcher, as in Higress.
+fn names(map: &serde_json::Map<String, Value>, path: &str, key: &str) -> Result<Vec<String>, ConfigError> {
+    let Some(v) = map.get(key).filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let p = format!("{path}.{key}");
+    let Value::Array(items) = v else {
+        return Err(ConfigError::new(&p, format!("must be a list of strings, found {}", doc::type_name(v))));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(j, item)| match item.as_str().map(str::trim) {
+            Some(s) if !s.is_empty() => Ok(s.to_string()),
+            _ => Err(ConfigError::new(&format!("{p}[{j}]"), "must be a non-empty string")),
+        })
+        .collect()
+}
+
 impl Matcher {
     pub fn matches(&self, keys: RequestKeys<'_>) -> bool {
         match self {
-            Matcher::Routes(routes) => !keys.route.is_empty() && routes.iter().any(|r| r == keys.route),
-            Matcher::RoutePrefixes(prefixes) => {
-                !keys.route.is_empty() && prefixes.iter().any(|p| keys.route.starts_with(p.as_str()))
+            Matcher::Routes { routes, services } => {
+                !keys.route.is_empty()
+                    && routes.iter().any(|r| r == keys.route)
+                    && (services.is_empty() || service_matches(services, keys.cluster))
+            }
+            Matcher::RoutePrefixes { prefixes, consumers } => {
+                !keys.route.is_empty()
+                    && prefixes.iter().any(|p| keys.route.starts_with(p.as_str()))
+                    && (consumers.is_empty() || consumers.iter().any(|c| c == keys.consumer))
             }
             Matcher::Domains(domains) => {
                 let host = strip_port(keys.host);
@@ -191,7 +211,7 @@ mod tests {
     use super::*;
 
     fn keys<'a>(route: &'a str, host: &'a str, cluster: &'a str) -> RequestKeys<'a> {
-        RequestKeys { route, host, cluster }
+        RequestKeys { route, host, cluster, consumer: "" }
     }
 
     #[test]
@@ -217,9 +237,22 @@ mod tests {
 
     #[test]
     fn routes_match_exactly_or_by_prefix_and_never_an_empty_name() {
-        assert!(Matcher::Routes(vec!["llm-route".into()]).matches(keys("llm-route", "", "")));
-        assert!(!Matcher::Routes(vec!["llm-route".into()]).matches(keys("llm-route-2", "", "")));
-        assert!(Matcher::RoutePrefixes(vec!["llm-".into()]).matches(keys("llm-route-2", "", "")));
-        assert!(!Matcher::RoutePrefixes(vec!["llm-".into()]).matches(keys("", "", "")));
+        let routes = |r: &[&str], s: &[&str]| Matcher::Routes {
+            routes: r.iter().map(|x| x.to_string()).collect(),
+            services: s.iter().map(|x| x.to_string()).collect(),
+        };
+        assert!(routes(&["llm-route"], &[]).matches(keys("llm-route", "", "")));
+        assert!(!routes(&["llm-route"], &[]).matches(keys("llm-route-2", "", "")));
+        assert!(routes(&["llm-route"], &["llm.svc"]).matches(keys("llm-route", "", "outbound|443||llm.svc")));
+        assert!(!routes(&["llm-route"], &["llm.svc"]).matches(keys("llm-route", "", "outbound|443||other.svc")));
+        let prefixes = |c: &[&str]| Matcher::RoutePrefixes {
+            prefixes: vec!["llm-".into()],
+            consumers: c.iter().map(|x| x.to_string()).collect(),
+        };
+        assert!(prefixes(&[]).matches(keys("llm-route-2", "", "")));
+        assert!(!prefixes(&[]).matches(keys("", "", "")));
+        let by_consumer = RequestKeys { route: "llm-a", host: "", cluster: "", consumer: "team-a" };
+        assert!(prefixes(&["team-a"]).matches(by_consumer));
+        assert!(!prefixes(&["team-b"]).matches(by_consumer));
     }
 }

@@ -6,7 +6,7 @@
 
 use super::{abi, closed_meanwhile, header};
 use crate::agent::{Agent, Call, CallId, Command, Event, Failure, Reply, RequestMeta};
-use crate::config::{Config, LoopPhase, Plugin, RequestKeys};
+use crate::config::{Config, LoopPhase, Plugin, RequestKeys, CONSUMER_HEADER};
 use crate::doc::truncate;
 use abi::{Buffer, Map, Stream};
 use std::collections::BTreeMap;
@@ -397,7 +397,12 @@ fn select(plugin: &Plugin) -> Option<&Rc<Config>> {
     let cluster =
         if plugin.needs_cluster() { property(&["cluster_name"], &["xds", "cluster_name"]) } else { String::new() };
     let host = header(Map::RequestHeaders, ":authority").unwrap_or_default();
-    plugin.select(RequestKeys { route: &route, host: &host, cluster: &cluster })
+    let consumer = if plugin.needs_consumer() {
+        header(Map::RequestHeaders, CONSUMER_HEADER).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    plugin.select(RequestKeys { route: &route, host: &host, cluster: &cluster, consumer: &consumer })
 }
 
 /// A property by its Higress name, or by the name Envoy 1.40 fills (`route_name` comes back empty
