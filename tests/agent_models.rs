@@ -159,3 +159,48 @@ fn the_steps_come_back_when_asked_for_with_no_secret() {
     let mut h = Harness::new(&cfg).llm([classic_final("Hi.")]);
     assert_eq!(h.run(&user("Hi")).json()["api_agent_steps"][0]["type"], "llm");
 }
+
+#[test]
+fn the_context_block_goes_into_the_current_user_message_only() {
+    // The time is an input: the harness pins the request's clock at START_MS (1970-01-01 00:16:40 UTC).
+    let extra = json!({"context": {"time": true, "timezone": "Asia/Shanghai", "headers": {"consumer": "x-consumer-id"}, "text": "Answer briefly."}});
+    for mode in ["react", "native"] {
+        let mut e = extra.clone();
+        e["mode"] = json!(mode);
+        let cfg = pets(e);
+        let mut h = Harness::new(&cfg).llm([if mode == "native" {
+            Turn::Message(json!({"role": "assistant", "content": "Hi."}))
+        } else {
+            classic_final("Hi.")
+        }]);
+        h.context_headers = vec![("consumer".into(), "alice".into())];
+        let history = json!([
+            {"role": "system", "content": "Be kind."},
+            {"role": "user", "content": "Earlier question"},
+            {"role": "assistant", "content": "Earlier answer"},
+            {"role": "user", "content": "Now?"}
+        ]);
+        let out = h.run(&json!({"model": "m", "messages": history}));
+        assert_eq!(out.reply.status, 200, "{mode}: {}", out.body_text());
+        let messages = out.llm_requests[0]["messages"].as_array().unwrap();
+        let last_user = messages.iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap();
+        assert!(last_user.contains("[Context]\nCurrent time: 1970-01-01 08:16 (Asia/Shanghai, UTC+08:00)\nconsumer: alice\nAnswer briefly."), "{mode}: {last_user}");
+        let elsewhere: Vec<&serde_json::Value> =
+            messages.iter().filter(|m| m["content"].to_string().contains("[Context]")).collect();
+        assert_eq!(elsewhere.len(), 1, "{mode}: only the current user message carries it");
+    }
+}
+
+#[test]
+fn context_configuration_errors_name_the_field() {
+    use api_agent::config::Config;
+    let err =
+        |c: serde_json::Value| Config::from_slice(pets(json!({"context": c})).as_bytes()).unwrap_err().to_string();
+    assert!(err(json!({"time": true, "timezone": "Mars/Olympus"}))
+        .starts_with("context.timezone: 'Mars/Olympus' is not a supported time zone"));
+    assert_eq!(
+        err(json!({"headers": {"consumer": "bad header"}})),
+        "context.headers.consumer: 'bad header' is not a valid header name"
+    );
+    assert_eq!(err(json!({"clock": true})), "context.clock: unknown key (known keys: time, timezone, text, headers)");
+}

@@ -114,7 +114,14 @@ fn failure(a: &Answer) -> Failure {
 /// Runs one request to its end, answering every LLM call and tool call from `answers` (cycled) and
 /// moving the clock by `steps` (cycled). Returns the reply's status and body.
 fn drive(cfg: Rc<Config>, stream: bool, answers: &[Answer], steps: &[u64], seed: u64) -> (u16, Vec<u8>) {
-    let meta = RequestMeta { id: "f".into(), now_ms: 1_000, unix_s: 1, seed, steps: seed % 3 == 0 };
+    let meta = RequestMeta {
+        id: "f".into(),
+        now_ms: 1_000,
+        unix_s: 1,
+        seed,
+        steps: seed % 3 == 0,
+        context_headers: Vec::new(),
+    };
     let mut agent = Agent::new(Rc::clone(&cfg), meta);
     let body = json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "List pets"}]});
     let mut now = 1_000u64;

@@ -96,7 +96,7 @@ const DROPPED: [&str; 4] = ["messages", "stream", "stream_options", "response_fo
 
 impl Convo {
     /// The conversation and the first LLM request's body (sent upstream by the route).
-    pub fn start(cfg: &Config, req: ChatRequest) -> Result<(Convo, Vec<u8>), AgentError> {
+    pub fn start(cfg: &Config, req: ChatRequest, meta: &super::RequestMeta) -> Result<(Convo, Vec<u8>), AgentError> {
         // Copy what is kept rather than clone everything and drop: `messages` is most of a request.
         let mut base: Map<String, Value> = req
             .raw
@@ -127,6 +127,9 @@ impl Convo {
         match cfg.mode {
             Mode::React => react::start(&mut c, &req)?,
             Mode::Native => native::start(&mut c, cfg, &req)?,
+        }
+        if let Some(block) = context_block(cfg, meta) {
+            add_to_question(&mut c.messages, cfg.mode, &block);
         }
         let body = c.body(cfg, None);
         Ok((c, body))
@@ -251,6 +254,40 @@ impl Convo {
             format!("I could not finish: the model gave the same invalid action twice ({why}).")
         };
         Some(Next::Answer { content, finish_reason: "length" })
+    }
+}
+
+/// The context block (`context`): the time, the named request headers, the operator's note.
+fn context_block(cfg: &Config, meta: &super::RequestMeta) -> Option<String> {
+    let ctx = cfg.context.as_ref()?;
+    let mut lines: Vec<String> = Vec::new();
+    if let Some(zone) = &ctx.time {
+        lines.push(format!("Current time: {}", zone.format(i64::try_from(meta.now_ms / 1000).unwrap_or(i64::MAX))));
+    }
+    for (label, value) in &meta.context_headers {
+        lines.push(format!("{label}: {}", truncate(value.trim(), 200).replace(['\r', '\n'], " ")));
+    }
+    if let Some(text) = &ctx.text {
+        lines.push(text.clone());
+    }
+    (!lines.is_empty()).then(|| format!("\n\n[Context]\n{}", lines.join("\n")))
+}
+
+/// The block goes into the current user message only (never the system prompt or earlier turns), so
+/// that the prefix of every request stays the same for provider prompt caches.
+fn add_to_question(messages: &mut [Value], mode: Mode, block: &str) {
+    let is_question = |m: &Value| {
+        m.get("role").and_then(Value::as_str) == Some("user")
+            && (mode == Mode::Native
+                || m.get("content").and_then(Value::as_str).is_some_and(|t| t.starts_with("Question: ")))
+    };
+    let Some(m) = messages.iter_mut().rev().find(|m| is_question(m)) else {
+        return;
+    };
+    match m.get_mut("content") {
+        Some(Value::String(text)) => text.push_str(block),
+        Some(Value::Array(parts)) => parts.push(serde_json::json!({"type": "text", "text": block.trim_start()})),
+        _ => m["content"] = Value::String(block.trim_start().to_string()),
     }
 }
 

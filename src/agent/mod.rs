@@ -40,6 +40,8 @@ pub struct RequestMeta {
     pub seed: u64,
     /// The client asked for the agent's steps (`x-api-agent-steps: true`).
     pub steps: bool,
+    /// The request headers that `context.headers` names: (label, value).
+    pub context_headers: Vec<(String, String)>,
 }
 
 /// What the agent waits for next.
@@ -260,7 +262,7 @@ impl Agent {
             Ok(t) => self.json = t,
             Err(e) => return self.fail(e),
         }
-        let (c, body) = match Convo::start(&self.cfg, req) {
+        let (c, body) = match Convo::start(&self.cfg, req, &self.meta) {
             Ok(started) => started,
             Err(e) => return self.fail(e),
         };

@@ -122,5 +122,6 @@ pub fn meta(now_ms: u64) -> RequestMeta {
         seed: since_epoch.as_nanos() as u64 ^ u64::from(std::process::id()),
         // `run --json` prints its own transcript.
         steps: false,
+        context_headers: Vec::new(),
     }
 }

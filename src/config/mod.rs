@@ -134,6 +134,17 @@ pub struct Api {
     pub max_retries: u32,
 }
 
+/// FastGPT's current-turn context: rendered into the current user message only, so that the prefix of
+/// every request (system prompt, earlier turns) stays the same across turns and requests.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The current time in `zone`.
+    pub time: Option<crate::tz::Zone>,
+    /// (label, lower-case request header name).
+    pub headers: Vec<(String, String)>,
+    pub text: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct JsonResp {
     /// Compiled once, here; every answer is checked against it.
@@ -163,6 +174,8 @@ pub struct Config {
     /// The same array as JSON text, spliced into every request body.
     pub native_tools_json: String,
     pub json_resp: Option<JsonResp>,
+    /// Current-turn context added to the user's message.
+    pub context: Option<Context>,
     /// Every answer carries the agent's steps (`api_agent_steps`), as if each client asked.
     pub return_steps: bool,
     /// Things accepted but worth an operator's attention (ignored keys, skipped operations); logged once.
@@ -195,6 +208,7 @@ impl Config {
         let template = parse_template(&mut root, &mut warnings)?;
         let json_resp = parse_json_resp(&mut root)?;
         let return_steps = root.opt_bool("returnSteps")?.unwrap_or(false);
+        let context = parse_context(&mut root)?;
         if root.get("returnResponseTemplate").is_some() {
             warnings.push(
                 "returnResponseTemplate is a legacy Higress key and is ignored: answers are always OpenAI chat.completion objects"
@@ -232,6 +246,7 @@ impl Config {
             native_tools,
             native_tools_json,
             json_resp,
+            context,
             return_steps,
             warnings,
         })
@@ -497,6 +512,45 @@ fn parse_template_words(mut f: Fields<'_>) -> Result<WordChoices, ConfigError> {
     ];
     f.deny_unknown()?;
     Ok(words)
+}
+
+fn parse_context(root: &mut Fields<'_>) -> Result<Option<Context>, ConfigError> {
+    let Some(mut f) = root.opt_object("context")? else {
+        return Ok(None);
+    };
+    let time = f.opt_bool("time")?.unwrap_or(false);
+    let zone = match f.opt_nonempty("timezone")? {
+        Some(name) => crate::tz::Zone::parse(&name).map_err(|e| f.err("timezone", e))?,
+        None => crate::tz::Zone::utc(),
+    };
+    let text = f.opt_nonempty("text")?;
+    let mut headers = Vec::new();
+    if let Some(h) = f.opt_object("headers")? {
+        let path = h.path().to_string();
+        if let Some(Value::Object(map)) = f.get("headers") {
+            for (label, header) in map {
+                let p = format!("{path}.{label}");
+                let Value::String(name) = header else {
+                    return Err(ConfigError::new(
+                        &p,
+                        format!("must be a header name, found {}", doc::type_name(header)),
+                    ));
+                };
+                if name.is_empty() || !name.bytes().all(is_token_byte) {
+                    return Err(ConfigError::new(&p, format!("'{name}' is not a valid header name")));
+                }
+                if label.trim().is_empty() || label.contains(['\r', '\n']) {
+                    return Err(ConfigError::new(&p, "the label must be a non-empty single line"));
+                }
+                headers.push((label.clone(), name.to_ascii_lowercase()));
+            }
+        }
+    }
+    f.deny_unknown()?;
+    if !time && headers.is_empty() && text.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Context { time: time.then_some(zone), headers, text }))
 }
 
 fn parse_json_resp(root: &mut Fields<'_>) -> Result<Option<JsonResp>, ConfigError> {

@@ -302,6 +302,7 @@ impl Http {
             seed: now_ns ^ (u64::from(self.id) << 32),
             steps: header(Map::RequestHeaders, "x-api-agent-steps")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            context_headers: context_headers(cfg),
         };
         self.rid = meta.id.clone();
         if let Some(key) = &cfg.llm.api_key {
@@ -386,6 +387,17 @@ impl Http {
         }
         self.on_response_end()
     }
+}
+
+/// The request headers `context.headers` names, with their labels.
+fn context_headers(cfg: &Config) -> Vec<(String, String)> {
+    let Some(ctx) = &cfg.context else {
+        return Vec::new();
+    };
+    ctx.headers
+        .iter()
+        .filter_map(|(label, name)| header(Map::RequestHeaders, name).map(|v| (label.clone(), v)))
+        .collect()
 }
 
 /// The configuration for this request: Higress's rule matching by route name, host and cluster.

@@ -54,6 +54,8 @@ pub struct Harness {
     pub seed: u64,
     /// The client asks for the agent's steps.
     pub steps: bool,
+    /// The request headers `context.headers` names, as the shim reads them.
+    pub context_headers: Vec<(String, String)>,
 }
 
 /// Everything the run did, in order.
@@ -125,6 +127,7 @@ impl Harness {
             reverse_tools: false,
             seed: 42,
             steps: false,
+            context_headers: Vec::new(),
         }
     }
 
@@ -158,6 +161,7 @@ impl Harness {
             unix_s: 1_700_000_000,
             seed: self.seed,
             steps: self.steps,
+            context_headers: self.context_headers.clone(),
         };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         let mut now = START_MS;

@@ -34,12 +34,17 @@ def conversation_position(messages: list[dict]) -> tuple[str, int]:
     for i, m in enumerate(messages):
         content = m.get("content")
         if m.get("role") == "user" and isinstance(content, str) and content.startswith(QUESTION):
-            return content[len(QUESTION):], _assistants_after(messages, i)
+            return _without_context(content[len(QUESTION):]), _assistants_after(messages, i)
     # Native mode sends the client's messages as they are: the question is the last user message.
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") == "user" and isinstance(messages[i].get("content"), str):
-            return messages[i]["content"], _assistants_after(messages, i)
+            return _without_context(messages[i]["content"]), _assistants_after(messages, i)
     raise ValueError("no 'Question:' or user message")
+
+
+def _without_context(question: str) -> str:
+    """The question without the filter's `context` block, which it appends to the current message."""
+    return question.split("\n\n[Context]\n")[0]
 
 
 def _assistants_after(messages: list[dict], i: int) -> int:
