@@ -41,6 +41,15 @@ impl Batch {
         };
         for (i, w) in work.into_iter().enumerate() {
             match w {
+                Work::Confirm { name, .. } => {
+                    // Not run here: the agent returns such calls to the client first.
+                    b.names.push(name);
+                    b.results.push(Some(String::new()));
+                    b.retries.push((0, 0, None));
+                    b.notes.push(None);
+                    b.real.push(false);
+                    b.args.push(String::new());
+                }
                 Work::Known(observation) | Work::Refused { observation, .. } => {
                     b.names.push(String::new());
                     b.results.push(Some(observation));

@@ -61,6 +61,9 @@ pub enum Work {
     /// A call of `name` refused before sending (unknown tool, arguments its schema refuses): what the
     /// model is told, and why in a few words.
     Refused { name: String, observation: String, why: String },
+    /// A call of a `policy.confirm` tool: it goes back to the client for approval (the arguments, as
+    /// JSON text, were checked).
+    Confirm { name: String, args: String },
 }
 
 /// A tool request before it has a call id.
@@ -305,6 +308,19 @@ fn pair(out: &mut Vec<u8>, key: &str, v: &Value) {
 
 /// The request for `name` called with `input`, or what to tell the model instead.
 pub fn tool_work(cfg: &Config, name: &str, input: Value) -> Work {
+    let work = call_work(cfg, name, input);
+    match work {
+        Work::Call { name, args, .. } if cfg.confirm.contains(&name) => Work::Confirm { name, args },
+        other => other,
+    }
+}
+
+/// The request for a call the client approved.
+pub fn approved_work(cfg: &Config, name: &str, input: Value) -> Work {
+    call_work(cfg, name, input)
+}
+
+fn call_work(cfg: &Config, name: &str, input: Value) -> Work {
     let Some(tool) = cfg.tools.get(name) else {
         let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
         let observation = format!("Unknown tool '{}'. The tools are: {}.", truncate(name, 100), names.join(", "));

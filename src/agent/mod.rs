@@ -2,6 +2,7 @@
 //! replies, failed calls) and returns commands (forward, dispatch, reply). It never reads a clock or a
 //! random source: ids and times come in. Each request has its own `Agent`; nothing is shared.
 
+mod approval;
 mod batch;
 mod convo;
 mod format;
@@ -52,6 +53,9 @@ enum State {
     AwaitFirstLlm(Convo),
     AwaitLlm(CallId, Convo),
     AwaitTools(Convo, Box<Batch>),
+    /// Calls the client approved, run before the first LLM turn: the request (its `tool` messages get
+    /// the results) and the indices of those messages, in call order.
+    AwaitApproved(Box<ChatRequest>, Vec<usize>, Box<Batch>),
     /// JSON mode: the answer is being turned into JSON; the finish reason is kept for the end.
     AwaitFormat(CallId, Convo, Box<Format>, &'static str),
     Done,
@@ -177,7 +181,7 @@ impl Agent {
     fn wake_at(&self) -> Option<u64> {
         let llm = self.llm.as_ref().and_then(|r| r.due);
         let tools = match &self.state {
-            State::AwaitTools(_, b) => b.next_due(),
+            State::AwaitTools(_, b) | State::AwaitApproved(_, _, b) => b.next_due(),
             State::Done => return None,
             _ => None,
         };
@@ -216,33 +220,28 @@ impl Agent {
             }
             (state @ (State::AwaitLlm(..) | State::AwaitFormat(..)), Event::Wake) => self.resend_llm(state, now_ms),
             (State::AwaitTools(c, mut b), Event::CallReply { id, status, headers, body }) if b.waits_for(id) => {
-                self.expiry.remove(&id);
-                self.tool_answered(&b, id, ToolClass::of_status(status), Some(status), body, now_ms);
-                let wait = retry::status_wait(status, headers);
-                let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
-                let observation = convo::tool_observation(&self.cfg, &name, status, headers, body);
-                self.tool_step(&b, id, status.into(), &observation, now_ms);
-                if !self.retry_tool(&mut b, id, wait, now_ms) {
-                    b.reply(id, |_| observation);
-                }
+                self.on_tool_reply(&mut b, id, status, headers, body, now_ms);
                 self.on_tool_done(c, b, now_ms)
             }
             (State::AwaitTools(c, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
-                let failure = self.classify(id, failure, now_ms);
-                let class = if failure == Failure::Timeout { ToolClass::TimedOut } else { ToolClass::Failed };
-                self.tool_answered(&b, id, class, None, failure.to_string().as_bytes(), now_ms);
-                let wait = retry::failure_wait(&failure);
-                let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
-                let observation = format!("The call to '{name}' {failure}.");
-                self.tool_step(&b, id, class.as_str().into(), &observation, now_ms);
-                if !self.retry_tool(&mut b, id, wait, now_ms) {
-                    b.reply(id, |_| observation);
-                }
+                self.on_tool_failure(&mut b, id, failure, now_ms);
                 self.on_tool_done(c, b, now_ms)
             }
             (State::AwaitTools(c, mut b), Event::Wake) => {
                 b.wake(now_ms);
                 self.on_tool_done(c, b, now_ms)
+            }
+            (State::AwaitApproved(r, m, mut b), Event::CallReply { id, status, headers, body }) if b.waits_for(id) => {
+                self.on_tool_reply(&mut b, id, status, headers, body, now_ms);
+                self.on_approved_done(r, m, b, now_ms)
+            }
+            (State::AwaitApproved(r, m, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
+                self.on_tool_failure(&mut b, id, failure, now_ms);
+                self.on_approved_done(r, m, b, now_ms)
+            }
+            (State::AwaitApproved(r, m, mut b), Event::Wake) => {
+                b.wake(now_ms);
+                self.on_approved_done(r, m, b, now_ms)
             }
             (state, event) => {
                 log::warn!("#{} ignored an event the agent does not wait for: {}", self.meta.id, describe(&event));
@@ -252,7 +251,7 @@ impl Agent {
     }
 
     fn start(&mut self, body: &[u8], now_ms: u64) -> Step {
-        let req = match ChatRequest::parse(body) {
+        let mut req = match ChatRequest::parse(body) {
             Ok(r) => r,
             Err(e) => return self.fail(AgentError::new(400, "invalid_request", e)),
         };
@@ -262,11 +261,51 @@ impl Agent {
             Ok(t) => self.json = t,
             Err(e) => return self.fail(e),
         }
+        let approved = approval::scan(&self.cfg, &mut req);
+        if approved.is_empty() {
+            let first_by_callout = self.cfg.loop_phase == LoopPhase::Request;
+            return self.begin(req, first_by_callout, now_ms);
+        }
+        // Approved calls run first, by callout; the turns then run as in `loop: request`.
+        let messages: Vec<usize> = approved.iter().map(|a| a.message).collect();
+        let work: Vec<convo::Work> = approved
+            .iter()
+            .map(|a| {
+                let args = serde_json::from_str::<Value>(&a.arguments).unwrap_or(Value::Null);
+                convo::approved_work(&self.cfg, &a.name, args)
+            })
+            .collect();
+        self.count_work(&work);
+        let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
+        self.on_approved_done(Box::new(req), messages, batch, now_ms)
+    }
+
+    /// Sends what the approved calls may start now; once all are answered, their results replace the
+    /// approvals in the conversation and the first LLM turn goes out.
+    fn on_approved_done(
+        &mut self,
+        mut req: Box<ChatRequest>,
+        messages: Vec<usize>,
+        mut b: Box<Batch>,
+        now_ms: u64,
+    ) -> Step {
+        let commands = self.dispatch_batch(&mut b, now_ms);
+        if !b.is_complete() {
+            return (State::AwaitApproved(req, messages, b), commands);
+        }
+        for (i, observation) in messages.into_iter().zip(b.into_observations()) {
+            approval::set_content(&mut req, i, &observation);
+        }
+        self.begin(*req, true, now_ms)
+    }
+
+    /// The conversation and its first LLM turn: forwarded through the route, or by callout.
+    fn begin(&mut self, req: ChatRequest, first_by_callout: bool, now_ms: u64) -> Step {
         let (c, body) = match Convo::start(&self.cfg, req, &self.meta) {
             Ok(started) => started,
             Err(e) => return self.fail(e),
         };
-        if self.cfg.loop_phase == LoopPhase::Request {
+        if first_by_callout {
             // Every turn is a callout, the first one too: it can be retried, and its failure still has
             // its own status.
             let body = c.first_callout_body(&self.cfg, body);
@@ -321,6 +360,9 @@ impl Agent {
                 let content = message.get("content").and_then(Value::as_str).unwrap_or("").to_string();
                 self.finish(&c, &content, "tool_calls", message.get("tool_calls"))
             }
+            Ok(Next::Tools(work)) if work.iter().any(|w| matches!(w, convo::Work::Confirm { .. })) => {
+                self.ask_approval(&c, &work)
+            }
             Ok(Next::Tools(work)) => {
                 self.count_work(&work);
                 if let Some(e) = self.deadline_error(now_ms) {
@@ -336,6 +378,19 @@ impl Agent {
     /// Dispatches what the batch may start now; once every call of the turn is answered, feeds the
     /// observations back and asks the LLM again.
     fn on_tool_done(&mut self, c: Convo, mut b: Box<Batch>, now_ms: u64) -> Step {
+        let commands = self.dispatch_batch(&mut b, now_ms);
+        if b.is_complete() {
+            let mut c = c;
+            if let Some(last) = b.last_real() {
+                c.last_observation = last.to_string();
+            }
+            return self.next_turn(c, b.into_observations(), now_ms);
+        }
+        (State::AwaitTools(c, b), commands)
+    }
+
+    /// The calls of a batch that may start now.
+    fn dispatch_batch(&mut self, b: &mut Batch, now_ms: u64) -> Vec<Command> {
         let mut commands = Vec::new();
         while let Some((id, name, call)) = b.take(|| self.mint()) {
             let timeout = self.bounded(call.timeout_ms, now_ms);
@@ -351,14 +406,7 @@ impl Agent {
             );
             commands.push(Command::Dispatch(call));
         }
-        if b.is_complete() {
-            let mut c = c;
-            if let Some(last) = b.last_real() {
-                c.last_observation = last.to_string();
-            }
-            return self.next_turn(c, b.into_observations(), now_ms);
-        }
-        (State::AwaitTools(c, b), commands)
+        commands
     }
 
     /// Feeds the observations back and asks the LLM again, by callout.
@@ -438,6 +486,41 @@ impl Agent {
         (state, vec![Command::Dispatch(call)])
     }
 
+    /// A tool's reply: its observation, or a retry later.
+    fn on_tool_reply(
+        &mut self,
+        b: &mut Batch,
+        id: CallId,
+        status: u16,
+        headers: &[(String, String)],
+        body: &[u8],
+        now_ms: u64,
+    ) {
+        self.expiry.remove(&id);
+        self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, now_ms);
+        let wait = retry::status_wait(status, headers);
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+        let observation = convo::tool_observation(&self.cfg, &name, status, headers, body);
+        self.tool_step(b, id, status.into(), &observation, now_ms);
+        if !self.retry_tool(b, id, wait, now_ms) {
+            b.reply(id, |_| observation);
+        }
+    }
+
+    /// A tool call that failed: what the model is told, or a retry later.
+    fn on_tool_failure(&mut self, b: &mut Batch, id: CallId, failure: &Failure, now_ms: u64) {
+        let failure = self.classify(id, failure, now_ms);
+        let class = if failure == Failure::Timeout { ToolClass::TimedOut } else { ToolClass::Failed };
+        self.tool_answered(b, id, class, None, failure.to_string().as_bytes(), now_ms);
+        let wait = retry::failure_wait(&failure);
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+        let observation = format!("The call to '{name}' {failure}.");
+        self.tool_step(b, id, class.as_str().into(), &observation, now_ms);
+        if !self.retry_tool(b, id, wait, now_ms) {
+            b.reply(id, |_| observation);
+        }
+    }
+
     /// Times an answered LLM callout; a failing one gets a warning with an excerpt of its body.
     fn llm_answered(&mut self, id: CallId, status: u16, body: &[u8], now_ms: u64) {
         self.last_llm_ms = self.sent.remove(&id).map(|sent| now_ms.saturating_sub(sent));
@@ -478,6 +561,24 @@ impl Agent {
         self.steps.tool(&name, b.args_of(id).unwrap_or(""), status, observation, ms);
     }
 
+    /// The turn's calls of `policy.confirm` tools go back to the client as tool calls (native shape in
+    /// both modes); the turn's other calls are not run (the model asks again once the client answers).
+    fn ask_approval(&mut self, c: &Convo, work: &[convo::Work]) -> Step {
+        let calls: Vec<Value> = work
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| match w {
+                convo::Work::Confirm { name, args } => {
+                    let id = c.call_ids.get(i).cloned().unwrap_or_else(|| format!("call_{}_{}_{i}", self.meta.id, c.iterations));
+                    Some(serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+                }
+                _ => None,
+            })
+            .collect();
+        log::info!("#{} {} call(s) returned to the client for approval", self.meta.id, calls.len());
+        self.finish(c, "", "tool_calls", Some(&Value::Array(calls)))
+    }
+
     /// Counts a turn's malformed output and the calls refused before sending.
     fn count_work(&mut self, work: &[convo::Work]) {
         for w in work {
@@ -488,7 +589,7 @@ impl Agent {
                     let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
                     self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
                 }
-                convo::Work::Call { .. } => {}
+                convo::Work::Call { .. } | convo::Work::Confirm { .. } => {}
             }
         }
     }

@@ -2,6 +2,7 @@
 //! start into typed structs. Every error names the field path.
 
 mod fields;
+mod policy;
 mod rules;
 
 use crate::doc;
@@ -174,6 +175,8 @@ pub struct Config {
     /// The same array as JSON text, spliced into every request body.
     pub native_tools_json: String,
     pub json_resp: Option<JsonResp>,
+    /// Tools that run only after the client approved the call (`apis[].policy.confirm`).
+    pub confirm: Vec<String>,
     /// Current-turn context added to the user's message.
     pub context: Option<Context>,
     /// Every answer carries the agent's steps (`api_agent_steps`), as if each client asked.
@@ -204,7 +207,8 @@ impl Config {
             root.opt_uint("maxResponseBytes", 4096, 1 << 30)?.map_or(DEFAULT_MAX_RESPONSE_BYTES, |n| n as usize);
         let llm = parse_llm(root.opt_object("llm")?.ok_or_else(|| root.err("llm", "required"))?)?;
         let mut warnings = Vec::new();
-        let (apis, tools) = parse_apis(&mut root, &mut warnings)?;
+        let mut confirm = Vec::new();
+        let (apis, tools) = parse_apis(&mut root, &mut warnings, &mut confirm)?;
         let template = parse_template(&mut root, &mut warnings)?;
         let json_resp = parse_json_resp(&mut root)?;
         let return_steps = root.opt_bool("returnSteps")?.unwrap_or(false);
@@ -246,6 +250,7 @@ impl Config {
             native_tools,
             native_tools_json,
             json_resp,
+            confirm,
             context,
             return_steps,
             warnings,
@@ -362,7 +367,11 @@ fn parse_upstream(f: &mut Fields<'_>) -> Result<Upstream, ConfigError> {
     Ok(Upstream { cluster, authority, service, timeout_ms })
 }
 
-fn parse_apis(root: &mut Fields<'_>, warnings: &mut Vec<String>) -> Result<(Vec<Api>, Catalog), ConfigError> {
+fn parse_apis(
+    root: &mut Fields<'_>,
+    warnings: &mut Vec<String>,
+    confirm: &mut Vec<String>,
+) -> Result<(Vec<Api>, Catalog), ConfigError> {
     let list = match root.required("apis")? {
         Value::Array(list) if !list.is_empty() => list,
         Value::Array(_) => return Err(root.err("apis", "must list at least one API")),
@@ -391,8 +400,14 @@ fn parse_apis(root: &mut Fields<'_>, warnings: &mut Vec<String>) -> Result<(Vec<
             }
         };
         let api_path = f.child_path("api");
+        let policy = f.opt_object("policy")?.map(policy::Policy::parse).transpose()?;
         f.deny_unknown()?;
-        let loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
+        let mut loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
+        if let Some(policy) = policy {
+            let (kept, needs_approval) = policy.apply(loaded.tools)?;
+            loaded.tools = kept;
+            confirm.extend(needs_approval);
+        }
         if upstream.authority.is_none() && upstream.service.is_none() {
             if let Some(tool) = loaded.tools.iter().find(|t| t.server.host.is_none()) {
                 return Err(ConfigError::new(

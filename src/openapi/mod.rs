@@ -333,6 +333,19 @@ fn tool_name(op: &Value, method: &str, path: &str, warnings: &mut Vec<String>) -
         Some(id) => (id.to_string(), true),
         None => (format!("{method}_{path}"), false),
     };
+    let mut name = sanitized_name(&raw);
+    if name.is_empty() {
+        name = method.to_string();
+    }
+    if given && name != raw {
+        warnings.push(format!("operationId '{raw}' is used as tool name '{name}'"));
+    }
+    name
+}
+
+/// An operation name as a tool name: characters outside `[A-Za-z0-9_-]` become `_` (runs folded,
+/// trimmed), at most 64 characters. Policies match operation names through it.
+pub fn sanitized_name(raw: &str) -> String {
     let mut name = String::with_capacity(raw.len());
     for c in raw.chars() {
         let c = if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' };
@@ -342,12 +355,6 @@ fn tool_name(op: &Value, method: &str, path: &str, warnings: &mut Vec<String>) -
     }
     let mut name = name.trim_matches('_').to_string();
     name.truncate(MAX_NAME);
-    if name.is_empty() {
-        name = method.to_string();
-    }
-    if given && name != raw {
-        warnings.push(format!("operationId '{raw}' is used as tool name '{name}'"));
-    }
     name
 }
 

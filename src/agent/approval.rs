@@ -1,0 +1,59 @@
+//! yaa's approval gate: a `policy.confirm` tool never runs on the model's word alone. Its call goes back
+//! to the client as a tool call; it runs when the client sends the conversation back ending with a
+//! `tool` message for that call whose content is `{"approved": true}`. Anything else is told to the
+//! model as a refusal.
+
+use crate::config::Config;
+use crate::openai::{ChatRequest, Role};
+use serde_json::Value;
+
+/// A call the client approved: the index of its `tool` message, the tool and the model's arguments.
+#[derive(Debug, Clone)]
+pub struct Approved {
+    pub message: usize,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// The approved calls at the end of the conversation; refused ones have their `tool` message replaced
+/// by what the model is told. Only the `tool` messages that end the conversation, right after the
+/// assistant's calls, count: older approvals were run when they were given.
+pub fn scan(cfg: &Config, req: &mut ChatRequest) -> Vec<Approved> {
+    if cfg.confirm.is_empty() {
+        return Vec::new();
+    }
+    let n = req.messages.len();
+    let first_tool = req.messages.iter().rposition(|m| m.role != Role::Tool).map_or(0, |i| i + 1);
+    let Some(calls) = first_tool.checked_sub(1).map(|i| &req.messages[i]).filter(|m| m.role == Role::Assistant) else {
+        return Vec::new();
+    };
+    let calls = calls.tool_calls.clone();
+    let mut approved = Vec::new();
+    for i in first_tool..n {
+        let Some(id) = req.messages[i].tool_call_id.clone() else { continue };
+        let Some(call) = calls.iter().find(|c| c.id == id && cfg.confirm.contains(&c.name)) else { continue };
+        if is_approval(&req.messages[i].text) {
+            approved.push(Approved { message: i, name: call.name.clone(), arguments: call.arguments.clone() });
+        } else {
+            let refusal = format!("The user did not approve this call to '{}'; it was not run.", call.name);
+            set_content(req, i, &refusal);
+        }
+    }
+    approved
+}
+
+fn is_approval(text: &str) -> bool {
+    serde_json::from_str::<Value>(text.trim()).is_ok_and(|v| v.get("approved") == Some(&Value::Bool(true)))
+}
+
+/// Replaces the content of message `i`, in the typed view (ReAct history) and as sent (native mode).
+pub fn set_content(req: &mut ChatRequest, i: usize, text: &str) {
+    if let Some(m) = req.messages.get_mut(i) {
+        m.text = text.to_string();
+    }
+    if let Some(Value::Array(raw)) = req.raw.get_mut("messages") {
+        if let Some(Value::Object(m)) = raw.get_mut(i) {
+            m.insert("content".into(), Value::String(text.to_string()));
+        }
+    }
+}
