@@ -502,8 +502,47 @@ fn schema_like() -> impl Strategy<Value = Value> {
     })
 }
 
+/// Instances large enough that work proportional to their size, repeated per check, shows.
+fn big_instance() -> impl Strategy<Value = Value> {
+    (0..4usize, 100..5000usize).prop_map(|(kind, n)| match kind {
+        0 => Value::String("b".repeat(n * 20)),
+        1 => Value::Object((0..n).map(|i| (format!("k{i}"), json!(i))).collect()),
+        2 => Value::Array((0..n).map(|i| json!(i)).collect()),
+        _ => Value::Array((0..n).map(|i| json!({"a": i, "b": [i]})).collect()),
+    })
+}
+
+/// Schemas that check one instance many times over (`anyOf` of self-references), with keywords whose
+/// work grows with the instance or with themselves.
+fn recursive_schema() -> impl Strategy<Value = Value> {
+    let costly = prop_oneof![
+        Just(json!({"minLength": 1})),
+        Just(json!({"pattern": "^a"})),
+        Just(json!({"required": ["zz"]})),
+        Just(json!({"dependentSchemas": {"k0": {"minProperties": 1}}})),
+        Just(json!({"propertyNames": {"maxLength": 1}})),
+        Just(json!({"uniqueItems": true})),
+        Just(json!({"items": {"enum": (5000..10_000).collect::<Vec<i32>>()}})),
+        Just(json!({"enum": (0..20_000).map(|i| json!({"a": i})).collect::<Vec<_>>()})),
+        Just(json!({"contains": {"const": -1}})),
+    ];
+    (costly, any::<bool>()).prop_map(|(mut s, recursive)| {
+        if recursive {
+            s["anyOf"] = json!([{"$ref": "#"}, {"$ref": "#"}]);
+        }
+        s
+    })
+}
+
 proptest! {
-    #![proptest_config(config())]
+    // A case can take the validator's whole budget of work: a sixteenth of the cases.
+    #![proptest_config(ProptestConfig { cases: (config().cases / 16).max(8), ..config() })]
+
+    #[test]
+    fn validation_work_is_bounded_on_large_instances(schema in recursive_schema(), instance in big_instance()) {
+        let compiled = Schema::compile(&schema).unwrap();
+        let _ = bounded("Schema::validate", &(&schema, &instance), || compiled.validate(&instance))?;
+    }
 
     #[test]
     fn schemas_compile_and_validate_in_bounded_time(schema in prop_oneof![1 => any_json(), 4 => schema_like()], instances in prop::collection::vec(any_json(), 1..4)) {
