@@ -525,6 +525,7 @@ fn recursive_schema() -> impl Strategy<Value = Value> {
         Just(json!({"items": {"enum": (5000..10_000).collect::<Vec<i32>>()}})),
         Just(json!({"enum": (0..20_000).map(|i| json!({"a": i})).collect::<Vec<_>>()})),
         Just(json!({"contains": {"const": -1}})),
+        Just(json!({"required": (0..20_000).map(|i| format!("n{i}")).collect::<Vec<_>>()})),
     ];
     (costly, any::<bool>()).prop_map(|(mut s, recursive)| {
         if recursive {

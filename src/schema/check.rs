@@ -195,8 +195,10 @@ impl<'s> Checker<'s> {
             push(out, at, format!("must have at most {} properties, has {n}", m["maxProperties"]));
         }
         if let Some(Value::Array(required)) = m.get("required") {
-            for name in required.iter().filter_map(Value::as_str).filter(|r| !props.contains_key(*r)) {
-                push(out, at, format!("missing required property '{name}'"));
+            if self.charge(required.len()) {
+                for name in required.iter().filter_map(Value::as_str).filter(|r| !props.contains_key(*r)) {
+                    push(out, at, format!("missing required property '{name}'"));
+                }
             }
         }
         let per_property = ["properties", "patternProperties", "additionalProperties", "propertyNames"];
@@ -246,16 +248,18 @@ impl<'s> Checker<'s> {
         out: &mut Errors,
     ) {
         let kws = ["dependentRequired", "dependentSchemas", "dependencies"];
-        for (k, dep) in kws.iter().filter_map(|kw| m.get(*kw).and_then(Value::as_object)).flatten() {
+        let maps = kws.iter().filter_map(|kw| m.get(*kw).and_then(Value::as_object));
+        for (k, dep) in maps.filter(|deps| self.charge(deps.len())).flatten() {
             if !props.contains_key(k) {
                 continue;
             }
             match dep {
-                Value::Array(names) => {
+                Value::Array(names) if self.charge(names.len()) => {
                     for n in names.iter().filter_map(Value::as_str).filter(|n| !props.contains_key(*n)) {
                         push(out, at, format!("property '{n}' is required when '{k}' is present"));
                     }
                 }
+                Value::Array(_) => {}
                 s => self.check(s, v, at, depth + 1, out),
             }
         }
@@ -438,6 +442,9 @@ mod tests {
         assert_eq!(steps(json!({"properties": {}}), &object), 1 + 1000);
         assert_eq!(steps(json!({"minLength": 1}), &json!("b".repeat(256 * 1000))), 1 + 1000);
         assert_eq!(steps(json!({"enum": (0..1000).collect::<Vec<_>>()}), &json!(-1)), 1 + 1000);
+        let names: Vec<String> = (0..1000).map(|i| format!("n{i}")).collect();
+        assert_eq!(steps(json!({"required": names}), &json!({})), 1 + 1000);
+        assert_eq!(steps(json!({"dependentRequired": {"a": names}}), &json!({"a": 1})), 1 + 1 + 1000);
         // Distinct items are told apart by their hashes, never compared: linear, not quadratic.
         let items = json!((0..1000).collect::<Vec<_>>());
         assert_eq!(steps(json!({"uniqueItems": true}), &items), 1 + 1000);
