@@ -268,6 +268,26 @@ mod tests {
     }
 
     #[test]
+    fn deep_documents_still_load() {
+        // A parameter schema 54 arrays deep: the document nests 60 levels, in block YAML and in JSON.
+        let mut schema = json!({"type": "string"});
+        for _ in 0..54 {
+            schema = json!({"type": "array", "items": schema});
+        }
+        let spec = json!({"openapi": "3.1.0", "paths": {"/a": {"get": {"operationId": "a",
+            "parameters": [{"name": "q", "in": "query", "schema": schema}]}}}});
+        let yaml = yaml_serde::to_string(&spec).unwrap();
+        assert!(yaml.lines().any(|l| l.starts_with(&" ".repeat(100))), "block style, indented");
+        for text in [spec.to_string(), yaml] {
+            let tools = crate::openapi::load(&text, 0).unwrap().tools;
+            assert_eq!(
+                tools[0].schema.pointer(&format!("/properties/q{}", "/items".repeat(54))).unwrap()["type"],
+                "string"
+            );
+        }
+    }
+
+    #[test]
     fn pointer_escapes() {
         let doc = json!({"paths": {"/a/{b}": {"x": 1}}});
         let r = Resolver::new(&doc);
