@@ -336,8 +336,8 @@ fn tool_name(cfg: &Config, cluster: &str, method: &str, path: &str) -> String {
     let path = path.split('?').next().unwrap_or("");
     cfg.tools
         .iter()
-        .filter(|t| t.method == method && cfg.apis[t.api].upstream.cluster == cluster)
-        .find(|t| template_matches(&format!("{}{}", t.server.base_path, t.path), path))
+        .filter(|t| t.method() == method && cfg.apis[t.api].upstream.cluster == cluster)
+        .find(|t| t.openapi().is_some_and(|op| template_matches(&format!("{}{}", op.server.base_path, op.path), path)))
         .map_or_else(|| "(unknown tool)".to_string(), |t| t.name.clone())
 }
 

@@ -6,9 +6,10 @@ mod policy;
 mod rules;
 
 use crate::doc;
-use crate::openapi::{self, Catalog};
+use crate::openapi;
 use crate::prompt::react::{Template, WordChoices};
 use crate::schema::Schema;
+use crate::tools::{Catalog, Tool};
 use fields::Fields;
 use serde_json::Value;
 use std::fmt;
@@ -402,14 +403,16 @@ fn parse_apis(
         let api_path = f.child_path("api");
         let policy = f.opt_object("policy")?.map(policy::Policy::parse).transpose()?;
         f.deny_unknown()?;
-        let mut loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
+        let loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
+        let mut tools: Vec<Tool> = loaded.tools.into_iter().map(Tool::from_openapi).collect();
         if let Some(policy) = policy {
-            let (kept, needs_approval) = policy.apply(loaded.tools)?;
-            loaded.tools = kept;
+            let (kept, needs_approval) = policy.apply(tools)?;
+            tools = kept;
             confirm.extend(needs_approval);
         }
         if upstream.authority.is_none() && upstream.service.is_none() {
-            if let Some(tool) = loaded.tools.iter().find(|t| t.server.host.is_none()) {
+            let no_host = |t: &&Tool| t.openapi().is_some_and(|op| op.server.host.is_none());
+            if let Some(tool) = tools.iter().find(no_host) {
                 return Err(ConfigError::new(
                     &format!("{provider_path}.domain"),
                     format!("required: the server URL of tool '{}' has no host", tool.name),
@@ -417,7 +420,7 @@ fn parse_apis(
             }
         }
         warnings.extend(loaded.warnings.into_iter().map(|w| format!("{api_path}: {w}")));
-        catalog.extend(loaded.tools).map_err(|e| ConfigError::new(&api_path, e))?;
+        catalog.extend(tools).map_err(|e| ConfigError::new(&api_path, e))?;
         apis.push(Api { upstream, api_key, headers, max_retries });
     }
     Ok((apis, catalog))

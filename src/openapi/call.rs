@@ -13,16 +13,8 @@ use std::fmt::Write;
 /// servers accept for all headers together (Envoy's default is 60 KiB).
 pub const MAX_HEADER_VALUE_BYTES: usize = 8 * 1024;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolRequest {
-    pub method: &'static str,
-    /// Path and query string, ready for `:path`.
-    pub path: String,
-    pub authority: String,
-    /// Lower-case names.
-    pub headers: Vec<(String, String)>,
-    pub body: Option<Vec<u8>>,
-}
+/// The request type is the registry's, so that every tool source builds the same thing.
+pub use crate::tools::Request as ToolRequest;
 
 /// Builds the request for `tool` called with `args` on `api`. `Err` is a message for the model.
 pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String> {
