@@ -14,13 +14,17 @@ impl Catalog {
     pub fn extend(&mut self, tools: Vec<Tool>) -> Result<(), String> {
         for tool in tools {
             if let Some(&i) = self.index.get(&tool.name) {
-                let source = match tool.binding {
-                    Binding::OpenApi(_) => "OpenAPI ",
-                };
-                return Err(format!(
-                    "{source}duplicate-tool-name: tool '{}' is already defined by apis[{}]",
-                    tool.name, self.tools[i].api
-                ));
+                // Both entries are named: the operator renames or filters one of them.
+                return Err(match tool.binding {
+                    Binding::OpenApi(_) => format!(
+                        "OpenAPI duplicate-tool-name: tool '{}' is already defined by apis[{}]",
+                        tool.name, self.tools[i].api
+                    ),
+                    Binding::Mcp(_) => format!(
+                        "duplicate-tool-name: MCP tool '{}' of apis[{}] is already defined by apis[{}]",
+                        tool.name, tool.api, self.tools[i].api
+                    ),
+                });
             }
             self.index.insert(tool.name.clone(), self.tools.len());
             self.tools.push(tool);

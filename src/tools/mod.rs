@@ -4,6 +4,7 @@
 //! native `tools`, batching, policy, metrics and steps use only this neutral part.
 
 mod catalog;
+pub mod mcp;
 mod reply;
 
 use crate::config::Api;
@@ -12,7 +13,7 @@ pub use catalog::Catalog;
 pub use reply::http_observation;
 use serde_json::Value;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Tool {
     pub name: String,
     pub description: String,
@@ -24,10 +25,12 @@ pub struct Tool {
 }
 
 /// How a call of the tool becomes a request, and its reply an observation.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum Binding {
-    /// An OpenAPI operation (boxed: it is much larger than the other bindings).
+    /// An OpenAPI operation.
     OpenApi(Box<openapi::Tool>),
+    /// A tool of the MCP server of `apis[api].mcpServer`.
+    Mcp(Box<mcp::McpTool>),
 }
 
 /// A tool's HTTP request before it has a call id.
@@ -58,6 +61,7 @@ impl Tool {
     pub fn request(&self, api: &Api, args: &Value) -> Result<Request, String> {
         match &self.binding {
             Binding::OpenApi(op) => openapi::call::build(op, api, args),
+            Binding::Mcp(t) => mcp::call(t, api, args),
         }
     }
 
@@ -66,7 +70,8 @@ impl Tool {
     pub fn retries(&self, api: &Api) -> u32 {
         match &self.binding {
             Binding::OpenApi(op) if matches!(op.method, "GET" | "HEAD") => api.max_retries,
-            Binding::OpenApi(_) => 0,
+            // A `tools/call` may not be idempotent.
+            Binding::OpenApi(_) | Binding::Mcp(_) => 0,
         }
     }
 
@@ -74,6 +79,7 @@ impl Tool {
     pub fn method(&self) -> &'static str {
         match &self.binding {
             Binding::OpenApi(op) => op.method,
+            Binding::Mcp(_) => "POST",
         }
     }
 
@@ -81,6 +87,7 @@ impl Tool {
     pub fn observation(&self, max_bytes: usize, status: u16, headers: &[(String, String)], body: &[u8]) -> String {
         match &self.binding {
             Binding::OpenApi(_) => http_observation(&self.name, max_bytes, status, headers, body),
+            Binding::Mcp(_) => mcp::observation(&self.name, max_bytes, status, headers, body),
         }
     }
 
@@ -88,6 +95,12 @@ impl Tool {
     pub fn openapi(&self) -> Option<&openapi::Tool> {
         match &self.binding {
             Binding::OpenApi(op) => Some(op),
+            Binding::Mcp(_) => None,
         }
+    }
+
+    /// Whether the tool's calls need an MCP session first.
+    pub fn is_mcp(&self) -> bool {
+        matches!(self.binding, Binding::Mcp(_))
     }
 }
