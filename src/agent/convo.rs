@@ -72,6 +72,8 @@ pub struct ToolCall {
     pub cluster: String,
     pub request: tools::Request,
     pub timeout_ms: u64,
+    /// An MCP tool's call: where it is in its session handshake (`agent::mcp`).
+    pub mcp: Option<Box<super::mcp::Handshake>>,
 }
 
 impl ToolCall {
@@ -335,7 +337,12 @@ fn call_work(cfg: &Config, name: &str, input: Value) -> Work {
         Ok(request) => Work::Call {
             name: tool.name.clone(),
             retries: tool.retries(api),
-            call: ToolCall { cluster: api.upstream.cluster.clone(), request, timeout_ms: api.upstream.timeout_ms },
+            call: ToolCall {
+                cluster: api.upstream.cluster.clone(),
+                request,
+                timeout_ms: api.upstream.timeout_ms,
+                mcp: super::mcp::Handshake::for_tool(tool),
+            },
             note,
             args: args.to_string(),
         },

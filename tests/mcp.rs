@@ -1,0 +1,355 @@
+//! MCP servers as a tool source (`apis[].mcpServer` with a pinned `toolsList`): configuration errors,
+//! the session handshake, and replies (JSON, SSE, `isError`, JSON-RPC errors, a lost session), with a
+//! scripted server behind the native harness.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test code
+
+mod common;
+
+use api_agent::agent::{Call, Failure};
+use api_agent::config::Config;
+use common::*;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+const MCP: &str = "outbound|9000||mcp.svc";
+
+fn tools_list() -> Value {
+    json!({"tools": [
+        {"name": "get_forecast", "description": "Forecast for a city.",
+         "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+                         "required": ["city"]}},
+        {"name": "math.add", "description": "Adds.",
+         "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}},
+    ]})
+}
+
+fn mcp_entry(extra: Value) -> Value {
+    let mut server = json!({"serviceName": "mcp.svc", "servicePort": 9000, "path": "/mcp", "toolsList": tools_list(),
+                            "headers": {"x-team": "agents"}});
+    if let (Value::Object(s), Value::Object(e)) = (&mut server, extra) {
+        s.extend(e);
+    }
+    json!({"mcpServer": server})
+}
+
+fn mcp_config(entry: Value, mode: &str) -> String {
+    json!({
+        "mode": mode,
+        "llm": {"serviceName": "llm.svc", "servicePort": 443, "path": "/v1/chat/completions", "maxIterations": 4},
+        "apis": [entry],
+    })
+    .to_string()
+}
+
+fn error(cfg: &str) -> String {
+    Config::from_slice(cfg.as_bytes()).unwrap_err().to_string()
+}
+
+/// What the scripted server saw: (JSON-RPC method, session header, JSON-RPC id).
+type Seen = Rc<RefCell<Vec<(String, Option<String>, Value)>>>;
+
+fn header<'a>(call: &'a Call, name: &str) -> Option<&'a str> {
+    call.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+/// A stateful server: `initialize` opens session `s<n>`; a `tools/call` answers with `result(params)`,
+/// or 404 while `lost` says the session is gone.
+fn server(
+    seen: Seen,
+    lost: Rc<RefCell<u32>>,
+    result: impl Fn(&Value) -> (Vec<(String, String)>, String) + 'static,
+) -> impl Fn(&Call) -> ToolReply {
+    move |call: &Call| {
+        let msg: Value = serde_json::from_slice(call.body.as_deref().unwrap()).unwrap();
+        let method = msg["method"].as_str().unwrap().to_string();
+        let session = header(call, "mcp-session-id").map(str::to_string);
+        seen.borrow_mut().push((method.clone(), session.clone(), msg["id"].clone()));
+        assert_eq!(header(call, "accept"), Some("application/json, text/event-stream"));
+        assert_eq!(header(call, "content-type"), Some("application/json"));
+        match method.as_str() {
+            "initialize" => {
+                let n = seen.borrow().iter().filter(|(m, _, _)| m == "initialize").count();
+                let body = json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": "2025-06-18",
+                                  "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}}});
+                ToolReply::HttpWith(200, vec![("mcp-session-id".into(), format!("s{n}"))], body.to_string())
+            }
+            "notifications/initialized" => ToolReply::Http(202, String::new()),
+            "tools/call" if *lost.borrow() > 0 => {
+                *lost.borrow_mut() -= 1;
+                ToolReply::Http(404, "session not found".into())
+            }
+            "tools/call" => {
+                let (headers, body) = result(&msg);
+                ToolReply::HttpWith(200, headers, body.replace("\"ID\"", &msg["id"].to_string()))
+            }
+            other => panic!("unexpected method {other}"),
+        }
+    }
+}
+
+fn text_result(text: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": "ID", "result": {"content": [{"type": "text", "text": text}], "isError": false}})
+        .to_string()
+}
+
+fn run_native(
+    entry: Value,
+    calls: Vec<Turn>,
+    result: impl Fn(&Value) -> (Vec<(String, String)>, String) + 'static,
+    lost: u32,
+) -> (Outcome, Seen) {
+    let seen: Seen = Rc::default();
+    let mut turns = calls;
+    turns.push(Turn::Text("done".into()));
+    let mut h = Harness::new(&mcp_config(entry, "native"))
+        .llm(turns)
+        .tool(MCP, server(Rc::clone(&seen), Rc::new(RefCell::new(lost)), result));
+    let out = h.run(&user("Weather?"));
+    (out, seen)
+}
+
+/// The content of the `tool` message answering the first call of LLM request `n`.
+fn tool_message(out: &Outcome, n: usize) -> String {
+    let msgs = out.llm_requests[n - 1]["messages"].as_array().unwrap();
+    msgs.iter().find(|m| m["role"] == "tool").unwrap()["content"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn tools_from_a_pinned_tools_list_join_the_catalog() {
+    let cfg = Config::from_slice(mcp_config(mcp_entry(json!({})), "native").as_bytes()).unwrap();
+    let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["get_forecast", "math_add"]);
+    assert!(cfg.native_tools_json.contains("\"name\":\"math_add\""));
+    assert!(cfg.warnings.iter().any(|w| w.contains("MCP tool 'math.add' is named 'math_add'")), "{:?}", cfg.warnings);
+    let cfg = Config::from_slice(mcp_config(mcp_entry(json!({"tools": ["math.add"]})), "react").as_bytes()).unwrap();
+    assert_eq!(cfg.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["math_add"]);
+    assert!(cfg.react_prompt.contains("math_add") && !cfg.react_prompt.contains("get_forecast"));
+    // The list as JSON text, and as the bare tools array, load the same.
+    let text = mcp_entry(json!({"toolsList": tools_list().to_string()}));
+    assert_eq!(Config::from_slice(mcp_config(text, "react").as_bytes()).unwrap().tools.len(), 2);
+    let bare = mcp_entry(json!({"toolsList": tools_list()["tools"].clone()}));
+    assert_eq!(Config::from_slice(mcp_config(bare, "react").as_bytes()).unwrap().tools.len(), 2);
+}
+
+#[test]
+fn mcp_configuration_mistakes_are_named() {
+    let cases = [
+        (
+            json!({"mcpServer": {"cluster": "c", "path": "/mcp", "toolsList": tools_list()}, "api": "x"}),
+            "apis[0].api: not allowed with 'mcpServer' (an entry is an OpenAPI API or an MCP server)",
+        ),
+        (json!({"mcpServer": {"cluster": "c", "toolsList": tools_list()}}), "apis[0].mcpServer.path: required"),
+        (
+            json!({"mcpServer": {"cluster": "c", "path": "mcp", "toolsList": tools_list()}}),
+            "apis[0].mcpServer.path: must be a path starting with '/', found 'mcp'",
+        ),
+        (
+            json!({"mcpServer": {"cluster": "c", "path": "/mcp"}}),
+            "apis[0].mcpServer.toolsList: required (discovery by tools/list is not implemented yet)",
+        ),
+        (
+            json!({"mcpServer": {"path": "/mcp", "toolsList": tools_list()}}),
+            "apis[0].mcpServer.serviceName: required (or name the Envoy cluster in 'cluster')",
+        ),
+        (
+            json!({"mcpServer": {"cluster": "c", "path": "/mcp", "toolsList": tools_list(), "tools": ["nope"]}}),
+            "apis[0].mcpServer.toolsList: no tool 'nope' in this list (named in 'tools')",
+        ),
+        (
+            json!({"mcpServer": {"cluster": "c", "path": "/mcp", "toolsList": {"tools": [{"name": "a"}]}}}),
+            "apis[0].mcpServer.toolsList.tools[0].inputSchema: required (a JSON Schema object)",
+        ),
+        (
+            json!({"mcpServer": {"cluster": "c", "path": "/mcp", "toolsList": {"tools": [{"inputSchema": {}}]}}}),
+            "apis[0].mcpServer.toolsList.tools[0].name: required",
+        ),
+        (
+            json!({"mcpServer": {"cluster": "c", "path": "/mcp", "toolsList": {"tools": [
+            {"name": "a.b", "inputSchema": {}}, {"name": "a_b", "inputSchema": {}}]}}}),
+            "apis[0].mcpServer.toolsList: tools 'a.b' and 'a_b' would both be named 'a_b'",
+        ),
+        (
+            json!({"mcpServer": {"cluster": "c", "path": "/mcp", "toolsList": tools_list(), "retries": 1}}),
+            "apis[0].mcpServer.retries: unknown key",
+        ),
+    ];
+    for (entry, expected) in cases {
+        let got = error(&mcp_config(entry, "react"));
+        assert!(got.starts_with(expected), "expected '{expected}', got '{got}'");
+    }
+}
+
+#[test]
+fn tools_of_two_sources_with_one_name_are_refused_naming_both() {
+    let second = json!({"mcpServer": {"cluster": "other", "path": "/mcp", "toolsList": {"tools": [
+        {"name": "get_forecast", "inputSchema": {"type": "object"}}]}}});
+    let cfg = json!({
+        "llm": {"cluster": "llm", "path": "/v1/chat/completions"},
+        "apis": [mcp_entry(json!({})), second],
+    });
+    assert_eq!(
+        error(&cfg.to_string()),
+        "apis[1].mcpServer: duplicate-tool-name: MCP tool 'get_forecast' of apis[1] is already defined by apis[0]"
+    );
+}
+
+#[test]
+fn the_first_call_opens_a_session_that_later_calls_reuse() {
+    let calls = vec![
+        native_calls(&[("c1", "get_forecast", json!({"city": "Jinan"}))]),
+        native_calls(&[("c2", "math_add", json!({"a": 1, "b": 2}))]),
+    ];
+    let (out, seen) =
+        run_native(mcp_entry(json!({})), calls, |m| (vec![], text_result(&format!("ran {}", m["params"]["name"]))), 0);
+    let seen = seen.borrow();
+    let methods: Vec<(&str, Option<&str>)> = seen.iter().map(|(m, s, _)| (m.as_str(), s.as_deref())).collect();
+    assert_eq!(
+        methods,
+        [
+            ("initialize", None),
+            ("notifications/initialized", Some("s1")),
+            ("tools/call", Some("s1")),
+            ("tools/call", Some("s1")),
+        ]
+    );
+    // Requests carry distinct JSON-RPC ids; the notification carries none.
+    assert!(seen[1].2.is_null());
+    assert_ne!(seen[2].2, seen[3].2);
+    assert_eq!(tool_message(&out, 2), "ran \"get_forecast\"");
+    assert_eq!(out.tool_calls[2].path, "/mcp");
+    assert_eq!(header(&out.tool_calls[2], "x-team"), Some("agents"));
+    let body: Value = serde_json::from_slice(out.tool_calls[3].body.as_deref().unwrap()).unwrap();
+    assert_eq!(body["params"], json!({"name": "math.add", "arguments": {"a": 1, "b": 2}}));
+    assert_eq!(out.answer(), "done");
+    assert_eq!(out.reply.status, 200);
+}
+
+#[test]
+fn sse_framed_replies_are_read_past_notifications() {
+    let sse = |_: &Value| {
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}});
+        let result = json!({"jsonrpc": "2.0", "id": 9, "result": {"content": [
+            {"type": "text", "text": "Sunny,"}, {"type": "text", "text": "21 °C"}]}});
+        let body = format!("event: message\r\ndata: {progress}\r\n\r\nevent: message\ndata: {result}\n\n");
+        (vec![("content-type".to_string(), "text/event-stream".to_string())], body)
+    };
+    let (out, _) = run_native(
+        mcp_entry(json!({})),
+        vec![native_calls(&[("c1", "get_forecast", json!({"city": "Jinan"}))])],
+        sse,
+        0,
+    );
+    assert_eq!(tool_message(&out, 2), "Sunny,\n21 °C");
+}
+
+#[test]
+fn tool_errors_and_json_rpc_errors_are_told_to_the_model() {
+    let is_error = |_: &Value| {
+        let r = json!({"jsonrpc": "2.0", "id": 1, "result": {"isError": true, "content": [{"type": "text", "text": "unknown city"}]}});
+        (vec![], r.to_string())
+    };
+    let (out, _) = run_native(
+        mcp_entry(json!({})),
+        vec![native_calls(&[("c1", "get_forecast", json!({"city": "X"}))])],
+        is_error,
+        0,
+    );
+    assert_eq!(tool_message(&out, 2), "'get_forecast' reported an error: unknown city");
+    let rpc_error = |_: &Value| {
+        let r = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Unknown tool: get_forecast"}});
+        (vec![], r.to_string())
+    };
+    let (out, _) = run_native(
+        mcp_entry(json!({})),
+        vec![native_calls(&[("c1", "get_forecast", json!({"city": "X"}))])],
+        rpc_error,
+        0,
+    );
+    assert_eq!(tool_message(&out, 2), "'get_forecast' failed: MCP error -32602: Unknown tool: get_forecast");
+}
+
+#[test]
+fn images_are_described_and_structured_content_is_json() {
+    let mixed = |_: &Value| {
+        let r = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [
+            {"type": "image", "mimeType": "image/png", "data": "QUJDRA=="},
+            {"type": "resource_link", "uri": "file:///a.txt", "name": "a.txt"}],
+            "structuredContent": {"temp": 21}}});
+        (vec![], r.to_string())
+    };
+    let (out, _) =
+        run_native(mcp_entry(json!({})), vec![native_calls(&[("c1", "get_forecast", json!({"city": "X"}))])], mixed, 0);
+    assert_eq!(
+        tool_message(&out, 2),
+        "[image of type image/png, about 6 bytes, not shown]\n[resource link: file:///a.txt a.txt]\n{\"temp\":21}"
+    );
+}
+
+#[test]
+fn a_lost_session_is_opened_again_once() {
+    let calls = vec![native_calls(&[("c1", "get_forecast", json!({"city": "Jinan"}))])];
+    let (out, seen) = run_native(mcp_entry(json!({})), calls, |_| (vec![], text_result("ok")), 1);
+    let methods: Vec<(String, Option<String>)> = seen.borrow().iter().map(|(m, s, _)| (m.clone(), s.clone())).collect();
+    let expected = [
+        ("initialize", None),
+        ("notifications/initialized", Some("s1")),
+        ("tools/call", Some("s1")),
+        ("initialize", None),
+        ("notifications/initialized", Some("s2")),
+        ("tools/call", Some("s2")),
+    ];
+    let expected: Vec<(String, Option<String>)> =
+        expected.iter().map(|(m, s)| (m.to_string(), s.map(str::to_string))).collect();
+    assert_eq!(methods, expected);
+    assert_eq!(tool_message(&out, 2), "ok");
+    // A second loss within the same call is the model's to hear about, not a loop.
+    let (out, seen) = run_native(
+        mcp_entry(json!({})),
+        vec![native_calls(&[("c1", "get_forecast", json!({"city": "J"}))])],
+        |_| (vec![], text_result("ok")),
+        2,
+    );
+    assert_eq!(seen.borrow().len(), 6);
+    assert_eq!(tool_message(&out, 2), "HTTP 404: 'get_forecast' failed: session not found");
+}
+
+#[test]
+fn arguments_are_checked_against_the_input_schema_before_sending() {
+    let calls = vec![native_calls(&[("c1", "get_forecast", json!({"city": "Jinan", "days": 0}))])];
+    let (out, seen) = run_native(mcp_entry(json!({})), calls, |_| (vec![], text_result("ok")), 0);
+    assert!(seen.borrow().is_empty());
+    let msg = tool_message(&out, 2);
+    assert!(msg.starts_with("Invalid arguments for 'get_forecast': at /days:"), "{msg}");
+}
+
+#[test]
+fn a_failed_handshake_is_an_observation() {
+    let cfg = mcp_config(mcp_entry(json!({})), "native");
+    let mut h = Harness::new(&cfg)
+        .llm([native_calls(&[("c1", "get_forecast", json!({"city": "J"}))]), Turn::Text("sorry".into())])
+        .tool(MCP, |_| ToolReply::Http(500, "boom".into()));
+    let out = h.run(&user("Weather?"));
+    assert_eq!(out.tool_calls.len(), 1);
+    assert_eq!(
+        tool_message(&out, 2),
+        "The call to 'get_forecast' failed: no MCP session with its server (HTTP 500: boom)."
+    );
+    let mut h = Harness::new(&cfg)
+        .llm([native_calls(&[("c1", "get_forecast", json!({"city": "J"}))]), Turn::Text("sorry".into())])
+        .tool(MCP, |_| ToolReply::Fail(Failure::Broken("reset".into())));
+    let out = h.run(&user("Weather?"));
+    assert_eq!(tool_message(&out, 2), "The call to 'get_forecast' failed: reset.");
+}
+
+#[test]
+fn react_mode_calls_mcp_tools_too() {
+    let seen: Seen = Rc::default();
+    let mut h = Harness::new(&mcp_config(mcp_entry(json!({})), "react"))
+        .llm([classic_call("add", "math_add", json!({"a": 2, "b": 3})), classic_final("5")])
+        .tool(MCP, server(Rc::clone(&seen), Rc::default(), |_| (vec![], text_result("5"))));
+    let out = h.run(&user("2+3?"));
+    assert_eq!(out.answer(), "5");
+    assert!(out.last_message(2).contains("Observation: 5"), "{}", out.last_message(2));
+    assert_eq!(seen.borrow().len(), 3);
+}
