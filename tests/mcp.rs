@@ -353,3 +353,66 @@ fn react_mode_calls_mcp_tools_too() {
     assert!(out.last_message(2).contains("Observation: 5"), "{}", out.last_message(2));
     assert_eq!(seen.borrow().len(), 3);
 }
+
+mod shared_sessions {
+    use super::*;
+    use api_agent::agent::{Agent, Command, Event, RequestMeta};
+    use std::collections::BTreeMap;
+
+    fn agent(sessions: BTreeMap<usize, Option<String>>) -> (Agent, Call) {
+        let cfg = Rc::new(Config::from_slice(mcp_config(mcp_entry(json!({})), "native").as_bytes()).unwrap());
+        let meta = RequestMeta {
+            id: "req7".into(),
+            now_ms: START_MS,
+            unix_s: 1,
+            seed: 1,
+            steps: false,
+            context_headers: Vec::new(),
+        };
+        let mut a = Agent::new(cfg, meta);
+        a.set_mcp_sessions(sessions);
+        let first = a.handle(Event::ClientRequest { body: user("Weather?").to_string().as_bytes() }, START_MS);
+        assert!(matches!(first.as_slice(), [Command::Forward { .. }]), "{first:?}");
+        let Turn::Message(m) = native_calls(&[("c1", "get_forecast", json!({"city": "J"}))]) else { unreachable!() };
+        let cmds = a
+            .handle(Event::UpstreamReply { status: 200, body: completion(m).as_bytes(), headers_sent: true }, START_MS);
+        let [Command::Dispatch(call)] = cmds.as_slice() else { panic!("{cmds:?}") };
+        let call = call.clone();
+        (a, call)
+    }
+
+    fn rpc_of(call: &Call) -> Value {
+        serde_json::from_slice(call.body.as_deref().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_known_session_is_used_without_a_handshake() {
+        let (a, call) = agent(BTreeMap::from([(0, Some("shared".to_string()))]));
+        let msg = rpc_of(&call);
+        assert_eq!(msg["method"], "tools/call");
+        assert_eq!(header(&call, "mcp-session-id"), Some("shared"));
+        // Ids carry the request's id: requests that share a session never share an id.
+        assert_eq!(msg["id"], format!("req7-{}", call.id.0));
+        assert_eq!(a.mcp_sessions().get(&0), Some(&Some("shared".to_string())));
+    }
+
+    #[test]
+    fn a_gone_session_is_forgotten_and_the_new_one_kept() {
+        let (mut a, call) = agent(BTreeMap::from([(0, Some("old".to_string()))]));
+        let cmds = a.handle(Event::CallReply { id: call.id, status: 404, headers: &[], body: b"" }, START_MS + 5);
+        let [Command::Dispatch(init)] = cmds.as_slice() else { panic!("{cmds:?}") };
+        assert_eq!(rpc_of(init)["method"], "initialize");
+        assert_eq!(header(init, "mcp-session-id"), None);
+        assert!(a.mcp_sessions().is_empty());
+        let headers = [("mcp-session-id".to_string(), "new".to_string())];
+        let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {}}).to_string();
+        let cmds = a.handle(
+            Event::CallReply { id: init.id, status: 200, headers: &headers, body: ok.as_bytes() },
+            START_MS + 9,
+        );
+        let [Command::Dispatch(note)] = cmds.as_slice() else { panic!("{cmds:?}") };
+        assert_eq!(rpc_of(note)["method"], "notifications/initialized");
+        assert_eq!(header(note, "mcp-session-id"), Some("new"));
+        assert_eq!(a.mcp_sessions().get(&0), Some(&Some("new".to_string())));
+    }
+}

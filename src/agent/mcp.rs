@@ -1,8 +1,10 @@
-//! MCP sessions, per request: before the first `tools/call` to a server, the call runs the handshake
+//! MCP sessions: a call to a server the agent knows no session of runs the handshake first
 //! (`initialize`, then `notifications/initialized`) as callouts of its own, and the session id the
-//! server gives is kept for the request's later calls to it. A 404 to a call sent in a session means
-//! the session is gone: the call opens a new one, once. Nothing is shared between requests, so no
-//! session outlives its request's agent, and ids (the agent's call ids) and times stay inputs.
+//! server gives is kept for later calls. A 404 to a call sent in a session means the session is gone:
+//! the call opens a new one, once. The host seeds the known sessions (`Agent::set_mcp_sessions`) and
+//! keeps what the request leaves (`Agent::mcp_sessions`), one map per VM and configuration, so that
+//! requests share a session; the agent itself reads no shared state. JSON-RPC ids are
+//! `<request id>-<call id>`: unique within the VM, so within any session requests share.
 
 use super::batch::Batch;
 use super::convo::ToolCall;
@@ -73,9 +75,10 @@ impl Agent {
                 None => h.step = Step::Initialize,
             }
         }
+        let rpc_id = format!("{}-{}", self.meta.id, id.0);
         let request = match h.step {
-            Step::Start | Step::Call => mcp::with_id(call.request.clone(), id.0),
-            Step::Initialize => mcp::with_id(mcp::initialize(api, &h.path), id.0),
+            Step::Start | Step::Call => mcp::with_id(call.request.clone(), &rpc_id),
+            Step::Initialize => mcp::with_id(mcp::initialize(api, &h.path), &rpc_id),
             Step::Initialized => mcp::initialized(api, &h.path),
         };
         let request = mcp::in_session(request, h.session.as_deref());

@@ -87,7 +87,7 @@ pub struct Agent {
     steps: steps::Steps,
     /// Milliseconds of the LLM callout just answered (none for the route's first turn).
     last_llm_ms: Option<u64>,
-    /// MCP sessions of this request: `apis[]` index → session id (`None`: the server has none).
+    /// MCP sessions: `apis[]` index → session id (`None`: the server has none).
     mcp_sessions: BTreeMap<usize, Option<String>>,
     /// MCP calls in flight, as they were before the step sent under each id.
     mcp_calls: BTreeMap<CallId, convo::ToolCall>,
@@ -151,6 +151,17 @@ impl Agent {
             mcp_calls: BTreeMap::new(),
             state: State::AwaitRequest,
         }
+    }
+
+    /// MCP sessions known before the request (the host keeps them per VM), so that requests share one
+    /// session per server instead of opening one each.
+    pub fn set_mcp_sessions(&mut self, sessions: BTreeMap<usize, Option<String>>) {
+        self.mcp_sessions = sessions;
+    }
+
+    /// The MCP sessions as the request left them (opened, reopened, or forgotten after a 404).
+    pub fn mcp_sessions(&self) -> &BTreeMap<usize, Option<String>> {
+        &self.mcp_sessions
     }
 
     /// What the request did so far (complete once `is_done`).

@@ -123,6 +123,9 @@ impl Http {
             return CONTINUE;
         };
         let commands = agent.handle(event, now);
+        if let Some(cfg) = &self.config {
+            super::sessions::keep(cfg, agent);
+        }
         let action = self.run(commands);
         if self.agent.as_ref().is_some_and(Agent::is_done) {
             self.report();
@@ -309,7 +312,9 @@ impl Http {
             // The consumer's credentials are for the gateway, never for the provider.
             set_header(Map::RequestHeaders, "authorization", Some(&format!("Bearer {key}")));
         }
-        self.agent = Some(Agent::new(Rc::clone(cfg), meta));
+        let mut agent = Agent::new(Rc::clone(cfg), meta);
+        super::sessions::seed(cfg, &mut agent);
+        self.agent = Some(agent);
         set_header(Map::RequestHeaders, "content-length", None);
         set_header(Map::RequestHeaders, "accept-encoding", None);
         CONTINUE

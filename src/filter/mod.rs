@@ -13,6 +13,7 @@ mod abi;
 mod http;
 mod logger;
 mod metrics;
+mod sessions;
 
 use crate::config::Plugin;
 use abi::Map;
@@ -97,6 +98,7 @@ pub extern "C" fn proxy_on_configure(_id: u32, _size: usize) -> u32 {
     let bytes = abi::get_buffer(abi::Buffer::PluginConfiguration, usize::MAX).unwrap_or_default();
     match Plugin::from_slice(&bytes) {
         Ok(plugin) => {
+            sessions::clear();
             let mut secrets: Vec<String> = plugin.configs().flat_map(|c| c.secrets()).collect();
             secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
             secrets.dedup();

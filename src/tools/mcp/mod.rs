@@ -1,6 +1,6 @@
 //! MCP servers as a tool source (Streamable HTTP). A call is a JSON-RPC `tools/call` POST to the
 //! server's endpoint; the session handshake (`initialize`, `notifications/initialized`) is built here and
-//! sequenced by the agent (`agent::mcp`). JSON-RPC ids are the agent's call ids, set at dispatch.
+//! sequenced by the agent (`agent::mcp`). JSON-RPC ids are set by the agent at dispatch.
 
 mod list;
 mod reply;
@@ -51,8 +51,8 @@ pub fn initialized(api: &Api, path: &str) -> Request {
     post(api, path, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
 }
 
-/// `request` with the JSON-RPC id `id` (unique within the agent, so within any session it uses).
-pub fn with_id(mut request: Request, id: u32) -> Request {
+/// `request` with the JSON-RPC id `id`, which must be unique within the session.
+pub fn with_id(mut request: Request, id: &str) -> Request {
     if let Some(Value::Object(mut m)) = request.body.as_deref().and_then(|b| serde_json::from_slice(b).ok()) {
         if m.contains_key("id") {
             m.insert("id".into(), id.into());
