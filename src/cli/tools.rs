@@ -6,7 +6,7 @@ use super::out;
 use super::plugin::{self, Scope, State};
 use super::{CliError, FAILED};
 use crate::config::{Api, ApiKey, Config};
-use crate::tools::Tool;
+use crate::tools::{Binding, Tool};
 use serde_json::{json, Value};
 
 const MASK: &str = "****";
@@ -88,9 +88,12 @@ fn authority(t: &Tool, api: &Api) -> String {
     up.authority.clone().or(host).unwrap_or_else(|| up.authority_or_service())
 }
 
-/// The path the tool's calls go to (an OpenAPI operation's path template).
+/// The path the tool's calls go to: an OpenAPI operation's path template, an MCP server's endpoint.
 fn url(t: &Tool) -> String {
-    t.openapi().map(|op| format!("{}{}", op.server.base_path, op.path)).unwrap_or_default()
+    match &t.binding {
+        Binding::OpenApi(op) => format!("{}{}", op.server.base_path, op.path),
+        Binding::Mcp(m) => format!("{} (MCP tools/call '{}')", m.path, m.remote),
+    }
 }
 
 /// How the operator's credentials are attached, never their values.
