@@ -416,3 +416,24 @@ mod shared_sessions {
         assert_eq!(a.mcp_sessions().get(&0), Some(&Some("new".to_string())));
     }
 }
+
+#[test]
+fn policy_applies_to_mcp_tools() {
+    let mut entry = mcp_entry(json!({}));
+    entry["policy"] = json!({"deny": ["math.add"], "confirm": ["get_forecast"]});
+    let cfg = Config::from_slice(mcp_config(entry.clone(), "native").as_bytes()).unwrap();
+    assert_eq!(cfg.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["get_forecast"]);
+    assert_eq!(cfg.confirm, ["get_forecast"]);
+    // A confirm tool's call goes back to the client, never to the server.
+    let seen: Seen = Rc::default();
+    let mut h = Harness::new(&mcp_config(entry, "native"))
+        .llm([native_calls(&[("c1", "get_forecast", json!({"city": "J"}))])])
+        .tool(MCP, server(Rc::clone(&seen), Rc::default(), |_| (vec![], text_result("ok"))));
+    let out = h.run(&user("Weather?"));
+    assert_eq!(out.finish_reason(), "tool_calls");
+    assert!(seen.borrow().is_empty());
+    // Every MCP call is a POST: a read-only policy leaves none.
+    let mut ro = mcp_entry(json!({}));
+    ro["policy"] = json!({"methods": ["GET"]});
+    assert_eq!(error(&mcp_config(ro, "react")), "apis[0].policy: leaves no tool of this API");
+}
