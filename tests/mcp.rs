@@ -437,3 +437,40 @@ fn policy_applies_to_mcp_tools() {
     ro["policy"] = json!({"methods": ["GET"]});
     assert_eq!(error(&mcp_config(ro, "react")), "apis[0].policy: leaves no tool of this API");
 }
+
+#[test]
+fn a_400_that_names_the_session_also_reopens_it() {
+    let seen: Seen = Rc::default();
+    let lost = Rc::new(RefCell::new(1u32));
+    let inner = server(Rc::clone(&seen), Rc::default(), |_| (vec![], text_result("ok")));
+    // The TypeScript SDK's answer to an unknown session id.
+    let ts_sdk = move |call: &Call| match header(call, "mcp-session-id") {
+        Some(_) if *lost.borrow() > 0 && rpc_method(call) == "tools/call" => {
+            *lost.borrow_mut() -= 1;
+            let e = json!({"jsonrpc": "2.0", "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}});
+            ToolReply::Http(400, e.to_string())
+        }
+        _ => inner(call),
+    };
+    let mut h = Harness::new(&mcp_config(mcp_entry(json!({})), "native"))
+        .llm([native_calls(&[("c1", "get_forecast", json!({"city": "J"}))]), Turn::Text("done".into())])
+        .tool(MCP, ts_sdk);
+    let out = h.run(&user("Weather?"));
+    assert_eq!(tool_message(&out, 2), "ok");
+    assert_eq!(seen.borrow().iter().filter(|(m, _, _)| m == "initialize").count(), 2);
+    // A 400 about something else is the model's to hear.
+    let bad = |_: &Value| (vec![], String::new());
+    let mut h = Harness::new(&mcp_config(mcp_entry(json!({})), "native"))
+        .llm([native_calls(&[("c1", "get_forecast", json!({"city": "J"}))]), Turn::Text("done".into())])
+        .tool(MCP, move |call: &Call| match rpc_method(call).as_str() {
+            "tools/call" => ToolReply::Http(400, "bad city".into()),
+            _ => server(Rc::default(), Rc::default(), bad)(call),
+        });
+    let out = h.run(&user("Weather?"));
+    assert_eq!(tool_message(&out, 2), "HTTP 400: 'get_forecast' failed: bad city");
+}
+
+fn rpc_method(call: &Call) -> String {
+    let msg: Value = serde_json::from_slice(call.body.as_deref().unwrap()).unwrap();
+    msg["method"].as_str().unwrap().to_string()
+}

@@ -1,7 +1,7 @@
 //! MCP sessions: a call to a server the agent knows no session of runs the handshake first
 //! (`initialize`, then `notifications/initialized`) as callouts of its own, and the session id the
-//! server gives is kept for later calls. A 404 to a call sent in a session means the session is gone:
-//! the call opens a new one, once. The host seeds the known sessions (`Agent::set_mcp_sessions`) and
+//! server gives is kept for later calls. A 404 to a call sent in a session (or a 400 that says so)
+//! means the session is gone: the call opens a new one, once. The host seeds the known sessions (`Agent::set_mcp_sessions`) and
 //! keeps what the request leaves (`Agent::mcp_sessions`), one map per VM and configuration, so that
 //! requests share a session; the agent itself reads no shared state. JSON-RPC ids are
 //! `<request id>-<call id>`: unique within the VM, so within any session requests share.
@@ -121,8 +121,12 @@ impl Agent {
                     h.step = Step::Call;
                 }
             }
-            Step::Call if status == 404 && h.session.is_some() && !h.reopened => {
-                log::info!("#{} MCP session of apis[{}] is gone (404); opening a new one", self.meta.id, h.api);
+            Step::Call if h.session.is_some() && !h.reopened && mcp::session_lost(status, body) => {
+                log::info!(
+                    "#{} MCP session of apis[{}] is gone (HTTP {status}); opening a new one",
+                    self.meta.id,
+                    h.api
+                );
                 self.mcp_sessions.remove(&h.api);
                 (h.step, h.session, h.reopened) = (Step::Start, None, true);
             }

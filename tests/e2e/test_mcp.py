@@ -17,14 +17,18 @@ HERE = os.path.dirname(__file__)
 
 
 @pytest.fixture(scope="module")
-def gateway(mocks, wasm, envoy_binary, tmp_path_factory):
+def running(mocks, wasm, envoy_binary, tmp_path_factory):
     port = mcp.free_port()
-    proc = mcp.start([sys.executable, os.path.join(HERE, "support", "mcp_server.py"), str(port)], port)
+    server = mcp.Running([sys.executable, os.path.join(HERE, "support", "mcp_server.py"), str(port)], port)
     gw, envoy = mcp.gateway(mocks, wasm, envoy_binary, port, str(tmp_path_factory.mktemp("envoy")))
-    yield gw
+    yield gw, server
     envoy.stop()
-    proc.terminate()
-    proc.wait(timeout=5)
+    server.stop()
+
+
+@pytest.fixture
+def gateway(running):
+    return running[0]
 
 
 def test_mcp_tools_are_offered_and_called_in_one_turn(gateway, mocks):
@@ -60,3 +64,19 @@ def test_arguments_the_schema_refuses_never_reach_the_server(gateway, mocks):
     assert answer_of(gateway.chat(q)) == "Cannot."
     content = tool_results(mocks, q)["c1"]
     assert content.startswith("Invalid arguments for 'add': at /a:"), content
+
+
+def test_a_restarted_server_gets_a_new_session(running, mocks):
+    """Requests share the worker's session; a server that lost it (restarted) gets a new one."""
+    gateway, server = running
+    for round in ("before", "after"):
+        if round == "after":
+            server.restart()
+        q = f"MCP restart: {round}"
+        mocks.llm.script(q, tool_calls(("c1", NAME, ARGS)), "ok")
+        assert answer_of(gateway.chat(q)) == "ok"
+        assert tool_results(mocks, q)["c1"] == EXPECTED
+    assert "is gone (HTTP" in gateway.envoy.log_tail(400), "the lost session was noticed and reopened"
+
+
+NAME, ARGS, EXPECTED = "add", {"a": 20, "b": 22}, "42"

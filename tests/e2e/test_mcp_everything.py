@@ -16,19 +16,23 @@ PACKAGE = "@modelcontextprotocol/server-everything@2026.8.31"
 
 
 @pytest.fixture(scope="module")
-def gateway(mocks, wasm, envoy_binary, tmp_path_factory):
+def running(mocks, wasm, envoy_binary, tmp_path_factory):
     npx = shutil.which("npx")
     if not npx:
         pytest.skip("npx is not installed")
     port = mcp.free_port()
-    proc = mcp.start([npx, "-y", PACKAGE, "streamableHttp"], port, env={**os.environ, "PORT": str(port)})
+    server = mcp.Running([npx, "-y", PACKAGE, "streamableHttp"], port, env={**os.environ, "PORT": str(port)})
     gw, envoy = mcp.gateway(mocks, wasm, envoy_binary, port, str(tmp_path_factory.mktemp("envoy")),
                             tools=["echo", "get-sum", "get-tiny-image", "get-structured-content",
                                    "get-resource-links"])
-    yield gw
+    yield gw, server
     envoy.stop()
-    proc.terminate()
-    proc.wait(timeout=5)
+    server.stop()
+
+
+@pytest.fixture
+def gateway(running):
+    return running[0]
 
 
 def test_text_results(gateway, mocks):
@@ -58,3 +62,19 @@ def test_structured_content_and_schema_checks(gateway, mocks):
     results = tool_results(mocks, q)
     assert '"temperature"' in results["c1"]
     assert results["c2"].startswith("Invalid arguments for 'get-structured-content'"), results["c2"]
+
+
+def test_a_restarted_server_gets_a_new_session(running, mocks):
+    """Requests share the worker's session; a server that lost it (restarted) gets a new one."""
+    gateway, server = running
+    for round in ("before", "after"):
+        if round == "after":
+            server.restart()
+        q = f"MCP restart: {round}"
+        mocks.llm.script(q, tool_calls(("c1", NAME, ARGS)), "ok")
+        assert answer_of(gateway.chat(q)) == "ok"
+        assert tool_results(mocks, q)["c1"] == EXPECTED
+    assert "is gone (HTTP" in gateway.envoy.log_tail(400), "the lost session was noticed and reopened"
+
+
+NAME, ARGS, EXPECTED = "echo", {"message": "again"}, "Echo: again"

@@ -10,7 +10,7 @@ use crate::config::{Api, ApiKey};
 use crate::openapi::call::{credential_headers, encode_query};
 use crate::schema::Schema;
 pub use list::{load, Loaded};
-pub use reply::{handshake_error, observation};
+pub use reply::{handshake_error, observation, session_lost};
 use serde_json::{json, Value};
 
 /// The protocol revision asked for in `initialize`; servers answer with one they support.

@@ -42,6 +42,13 @@ pub fn handshake_error(status: u16, body: &[u8]) -> Option<String> {
     }
 }
 
+/// A reply to a request sent in a session that says the server no longer has it: 404, as the
+/// specification says, or the 400 "No valid session ID" that servers built on the TypeScript SDK send.
+pub fn session_lost(status: u16, body: &[u8]) -> bool {
+    let says_session = || String::from_utf8_lossy(body).to_ascii_lowercase().contains("session");
+    status == 404 || (status == 400 && says_session())
+}
+
 /// The JSON-RPC response in a body: the body itself, or the last SSE `data:` event that is a response
 /// (a stream may carry notifications, e.g. progress, before it).
 fn response(body: &[u8]) -> Option<Value> {

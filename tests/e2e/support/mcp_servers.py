@@ -3,6 +3,8 @@ pin it, and a gateway whose plugin has it as `apis[].mcpServer` next to the exam
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -23,7 +25,9 @@ def free_port() -> int:
 
 def start(argv: list[str], port: int, env: dict | None = None, timeout_s: float = 120) -> subprocess.Popen:
     """Runs a server and waits until it accepts connections (npx may first download it)."""
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # A session of its own: npx runs the server as a child, which must stop with it.
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -31,9 +35,44 @@ def start(argv: list[str], port: int, env: dict | None = None, timeout_s: float 
             return proc
         except OSError:
             if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
+                stop(proc)
                 raise RuntimeError(f"the MCP server {argv} did not start")
             time.sleep(0.2)
+
+
+class Running:
+    """A server process on a fixed port that can be restarted (it then forgets every session)."""
+
+    def __init__(self, argv: list[str], port: int, env: dict | None = None):
+        self.argv, self.port, self.env = argv, port, env
+        self.proc = start(argv, port, env)
+
+    def restart(self) -> None:
+        self.stop()
+        self.proc = start(self.argv, self.port, self.env)
+
+    def stop(self) -> None:
+        stop(self.proc)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:       # the port is free once the whole group is gone
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                time.sleep(0.1)
+            except OSError:
+                return
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stops the server and its children (its own process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
 
 
 def rpc(port: int, body: dict, session: str | None = None) -> tuple[dict, str | None]:
