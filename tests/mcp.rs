@@ -474,3 +474,39 @@ fn rpc_method(call: &Call) -> String {
     let msg: Value = serde_json::from_slice(call.body.as_deref().unwrap()).unwrap();
     msg["method"].as_str().unwrap().to_string()
 }
+
+#[test]
+fn a_new_tools_list_rebuilds_the_catalog_in_configuration_order() {
+    let openapi =
+        json!({"apiProvider": {"cluster": "pets", "domain": "pets.svc"}, "api": spec_text("oai-petstore.yaml")});
+    let mut entry = mcp_entry(json!({}));
+    entry["policy"] = json!({"confirm": ["get_forecast"]});
+    let cfg =
+        json!({"mode": "native", "llm": {"cluster": "llm", "path": "/v1/chat/completions"}, "apis": [entry, openapi]});
+    let cfg = Config::from_slice(cfg.to_string().as_bytes()).unwrap();
+    let names = |c: &Config| c.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&cfg), ["get_forecast", "math_add", "listPets", "createPets", "showPetById"]);
+    let list = json!({"tools": [
+        {"name": "get_forecast", "inputSchema": {"type": "object"}},
+        {"name": "get_alerts", "description": "Weather alerts.", "inputSchema": {"type": "object"}},
+    ]});
+    let next = cfg.with_mcp_tools(0, &list).unwrap();
+    assert_eq!(names(&next), ["get_forecast", "get_alerts", "listPets", "createPets", "showPetById"]);
+    assert!(next.native_tools_json.contains("get_alerts") && !next.native_tools_json.contains("math_add"));
+    assert!(next.react_prompt.contains("get_alerts"));
+    assert_eq!(next.confirm, ["get_forecast"]);
+    // The configuration it came from is untouched: the host swaps in the new one, or keeps the old.
+    assert!(cfg.native_tools_json.contains("math_add"));
+    let clash =
+        json!({"tools": [{"name": "get_forecast", "inputSchema": {}}, {"name": "listPets", "inputSchema": {}}]});
+    assert_eq!(
+        cfg.with_mcp_tools(0, &clash).unwrap_err().to_string(),
+        "apis[1]: OpenAPI duplicate-tool-name: tool 'listPets' is already defined by apis[0]"
+    );
+    let no_confirmed = json!({"tools": [{"name": "other", "inputSchema": {}}]});
+    assert_eq!(
+        cfg.with_mcp_tools(0, &no_confirmed).unwrap_err().to_string(),
+        "apis[0].policy.confirm[0]: no operation 'get_forecast' in this API"
+    );
+    assert!(cfg.with_mcp_tools(1, &list).is_err(), "apis[1] is not an MCP server");
+}

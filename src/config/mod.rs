@@ -3,6 +3,7 @@
 
 mod fields;
 mod policy;
+mod refresh;
 mod rules;
 
 use crate::doc;
@@ -14,6 +15,7 @@ use fields::Fields;
 use serde_json::Value;
 use std::fmt;
 
+pub use refresh::McpSource;
 pub use rules::{Matcher, Plugin, RequestKeys, Rule, CONSUMER_HEADER};
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 15;
@@ -178,6 +180,8 @@ pub struct Config {
     pub json_resp: Option<JsonResp>,
     /// Tools that run only after the client approved the call (`apis[].policy.confirm`).
     pub confirm: Vec<String>,
+    /// The MCP servers, to rebuild the catalog from a new `tools/list` (`with_mcp_tools`).
+    pub mcp: Vec<McpSource>,
     /// Current-turn context added to the user's message.
     pub context: Option<Context>,
     /// Every answer carries the agent's steps (`api_agent_steps`), as if each client asked.
@@ -209,7 +213,8 @@ impl Config {
         let llm = parse_llm(root.opt_object("llm")?.ok_or_else(|| root.err("llm", "required"))?)?;
         let mut warnings = Vec::new();
         let mut confirm = Vec::new();
-        let (apis, tools) = parse_apis(&mut root, &mut warnings, &mut confirm)?;
+        let mut mcp = Vec::new();
+        let (apis, tools) = parse_apis(&mut root, &mut warnings, &mut confirm, &mut mcp)?;
         let template = parse_template(&mut root, &mut warnings)?;
         let json_resp = parse_json_resp(&mut root)?;
         let return_steps = root.opt_bool("returnSteps")?.unwrap_or(false);
@@ -252,6 +257,7 @@ impl Config {
             native_tools_json,
             json_resp,
             confirm,
+            mcp,
             context,
             return_steps,
             warnings,
@@ -372,6 +378,7 @@ fn parse_apis(
     root: &mut Fields<'_>,
     warnings: &mut Vec<String>,
     confirm: &mut Vec<String>,
+    mcp: &mut Vec<McpSource>,
 ) -> Result<(Vec<Api>, Catalog), ConfigError> {
     let list = match root.required("apis")? {
         Value::Array(list) if !list.is_empty() => list,
@@ -383,12 +390,15 @@ fn parse_apis(
     for (i, entry) in list.iter().enumerate() {
         let mut f = Fields::new(format!("apis[{i}]"), entry)?;
         let api_path = f.path().to_string();
-        let Entry { api, mut tools, warnings: more, source } = match f.get("mcpServer") {
+        let Entry { api, mut tools, warnings: more, source, server } = match f.get("mcpServer") {
             Some(_) => parse_mcp(&mut f, i)?,
             None => parse_openapi(&mut f, i)?,
         };
         let policy = f.opt_object("policy")?.map(policy::Policy::parse).transpose()?;
         f.deny_unknown()?;
+        if let Some(server) = server {
+            mcp.push(McpSource { policy: policy.clone(), ..server });
+        }
         if let Some(policy) = policy {
             let (kept, needs_approval) = policy.apply(tools)?;
             tools = kept;
@@ -416,6 +426,7 @@ struct Entry {
     tools: Vec<Tool>,
     warnings: Vec<String>,
     source: String,
+    server: Option<McpSource>,
 }
 
 /// Where a service is and the credentials its calls carry.
@@ -440,7 +451,7 @@ fn parse_openapi(f: &mut Fields<'_>, i: usize) -> Result<Entry, ConfigError> {
     let loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
     let tools = loaded.tools.into_iter().map(Tool::from_openapi).collect();
     let warnings = loaded.warnings.into_iter().map(|w| format!("{api_path}: {w}")).collect();
-    Ok(Entry { api: Api { upstream, api_key, headers, max_retries }, tools, warnings, source: api_path })
+    Ok(Entry { api: Api { upstream, api_key, headers, max_retries }, tools, warnings, source: api_path, server: None })
 }
 
 /// `mcpServer`: the tools of an MCP server, from its pinned `toolsList`.
@@ -465,7 +476,8 @@ fn parse_mcp(f: &mut Fields<'_>, i: usize) -> Result<Entry, ConfigError> {
     let loaded = crate::tools::mcp::load(list, &allow, &path, i, &list_path)?;
     let warnings = loaded.warnings.into_iter().map(|w| format!("{list_path}: {w}")).collect();
     let api = Api { upstream, api_key, headers, max_retries: 0 };
-    Ok(Entry { api, tools: loaded.tools, warnings, source: f.child_path("mcpServer") })
+    let server = McpSource { api: i, path, allow, policy: None, field: list_path };
+    Ok(Entry { api, tools: loaded.tools, warnings, source: f.child_path("mcpServer"), server: Some(server) })
 }
 
 /// `mcpServer.tools`: the server's tools the model may see (all when absent).

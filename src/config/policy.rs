@@ -8,7 +8,7 @@ use crate::openapi::sanitized_name;
 use crate::tools::Tool;
 use serde_json::Value;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Policy {
     path: String,
     allow: Vec<String>,
