@@ -510,3 +510,82 @@ fn a_new_tools_list_rebuilds_the_catalog_in_configuration_order() {
     );
     assert!(cfg.with_mcp_tools(1, &list).is_err(), "apis[1] is not an MCP server");
 }
+
+mod discovery {
+    use super::*;
+    use api_agent::tools::mcp::discovery::{Discovery, Outcome};
+    use api_agent::tools::Request;
+
+    fn api() -> api_agent::config::Api {
+        Config::from_slice(mcp_config(mcp_entry(json!({})), "react").as_bytes()).unwrap().apis[0].clone()
+    }
+
+    fn sent(o: Outcome) -> Request {
+        match o {
+            Outcome::Send(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn rpc(r: &Request) -> Value {
+        serde_json::from_slice(r.body.as_deref().unwrap()).unwrap()
+    }
+
+    fn session(r: &Request) -> Option<&str> {
+        r.headers.iter().find(|(k, _)| k == "mcp-session-id").map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn every_page_is_listed_in_one_session() {
+        let api = api();
+        let mut d = Discovery::new(0, "/mcp", 60_000, 1000);
+        let init = d.start(&api, 1000).unwrap();
+        assert_eq!((rpc(&init)["method"].as_str(), session(&init)), (Some("initialize"), None));
+        assert!(d.start(&api, 1001).is_none(), "one listing at a time");
+        let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {}}).to_string();
+        let headers = [("mcp-session-id".to_string(), "d1".to_string())];
+        let note = sent(d.on_reply(&api, 200, &headers, ok.as_bytes(), 1010));
+        assert_eq!((rpc(&note)["method"].as_str(), session(&note)), (Some("notifications/initialized"), Some("d1")));
+        let first = sent(d.on_reply(&api, 202, &[], b"", 1020));
+        assert_eq!((rpc(&first)["method"].as_str(), session(&first)), (Some("tools/list"), Some("d1")));
+        let page1 = json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "a"}], "nextCursor": "p2"}});
+        let second = sent(d.on_reply(&api, 200, &[], format!("event: message\ndata: {page1}\n\n").as_bytes(), 1030));
+        assert_eq!(rpc(&second)["params"], json!({"cursor": "p2"}));
+        assert_ne!(rpc(&first)["id"], rpc(&second)["id"]);
+        let page2 = json!({"jsonrpc": "2.0", "id": 3, "result": {"tools": [{"name": "b"}]}});
+        assert_eq!(
+            d.on_reply(&api, 200, &[], page2.to_string().as_bytes(), 1040),
+            Outcome::Listed(json!({"tools": [{"name": "a"}, {"name": "b"}]}))
+        );
+        assert_eq!(d.next_at, 61_040);
+        assert!(d.start(&api, 61_039).is_none());
+        assert!(d.start(&api, 61_040).is_some());
+    }
+
+    #[test]
+    fn failures_back_off_up_to_the_interval() {
+        let api = api();
+        let mut d = Discovery::new(0, "/mcp", 5000, 0);
+        let mut now = 0;
+        let mut waits = Vec::new();
+        for _ in 0..5 {
+            d.start(&api, now).unwrap();
+            assert_eq!(d.on_reply(&api, 500, &[], b"down", now), Outcome::Failed("HTTP 500: down".into()));
+            waits.push(d.next_at - now);
+            now = d.next_at;
+        }
+        assert_eq!(waits, [1000, 2000, 4000, 5000, 5000]);
+        d.start(&api, now).unwrap();
+        assert_eq!(d.on_failure("reset", now), Outcome::Failed("reset".into()));
+        // A JSON-RPC error in the list is a failure too, and a success resets the backoff.
+        let mut d = Discovery::new(0, "/mcp", 5000, 0);
+        d.start(&api, 0).unwrap();
+        sent(d.on_reply(&api, 200, &[], b"", 0));
+        sent(d.on_reply(&api, 202, &[], b"", 0));
+        let e = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}});
+        assert_eq!(
+            d.on_reply(&api, 200, &[], e.to_string().as_bytes(), 0),
+            Outcome::Failed("MCP error -32601: Method not found".into())
+        );
+    }
+}

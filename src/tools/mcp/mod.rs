@@ -2,6 +2,7 @@
 //! server's endpoint; the session handshake (`initialize`, `notifications/initialized`) is built here and
 //! sequenced by the agent (`agent::mcp`). JSON-RPC ids are set by the agent at dispatch.
 
+pub mod discovery;
 mod list;
 mod reply;
 
@@ -44,6 +45,15 @@ pub fn initialize(api: &Api, path: &str) -> Request {
         "clientInfo": {"name": "api-agent", "version": env!("CARGO_PKG_VERSION")},
     });
     post(api, path, rpc(0, "initialize", params))
+}
+
+/// A `tools/list` request, for the page after `cursor`.
+pub fn list(api: &Api, path: &str, cursor: Option<&str>) -> Request {
+    let params = match cursor {
+        Some(c) => json!({"cursor": c}),
+        None => json!({}),
+    };
+    post(api, path, rpc(0, "tools/list", params))
 }
 
 /// The notification that ends the handshake (no id: the server answers 202 without a body).

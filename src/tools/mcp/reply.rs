@@ -51,7 +51,7 @@ pub fn session_lost(status: u16, body: &[u8]) -> bool {
 
 /// The JSON-RPC response in a body: the body itself, or the last SSE `data:` event that is a response
 /// (a stream may carry notifications, e.g. progress, before it).
-fn response(body: &[u8]) -> Option<Value> {
+pub(super) fn response(body: &[u8]) -> Option<Value> {
     let text = String::from_utf8_lossy(body);
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') {
