@@ -145,10 +145,6 @@ fn mcp_configuration_mistakes_are_named() {
             "apis[0].mcpServer.path: must be a path starting with '/', found 'mcp'",
         ),
         (
-            json!({"mcpServer": {"cluster": "c", "path": "/mcp"}}),
-            "apis[0].mcpServer.toolsList: required (discovery by tools/list is not implemented yet)",
-        ),
-        (
             json!({"mcpServer": {"path": "/mcp", "toolsList": tools_list()}}),
             "apis[0].mcpServer.serviceName: required (or name the Envoy cluster in 'cluster')",
         ),
@@ -588,4 +584,40 @@ mod discovery {
             Outcome::Failed("MCP error -32601: Method not found".into())
         );
     }
+}
+
+#[test]
+fn a_server_without_a_pinned_list_is_listed_by_the_host() {
+    let mut entry = json!({"mcpServer": {"cluster": "mcp", "path": "/mcp", "tools": ["get_forecast"]},
+                           "policy": {"confirm": ["get_forecast"]}});
+    let cfg = Config::from_slice(mcp_config(entry.clone(), "native").as_bytes()).unwrap();
+    assert!(cfg.tools.is_empty(), "no tool until the server is listed");
+    let listed: Vec<(usize, &str)> = cfg.listed_servers().map(|s| (s.api, s.path.as_str())).collect();
+    assert_eq!(listed, [(0, "/mcp")]);
+    // Its allow-list and policy apply to the list when it comes.
+    let next = cfg.with_mcp_tools(0, &tools_list()).unwrap();
+    assert_eq!(next.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["get_forecast"]);
+    assert_eq!(next.confirm, ["get_forecast"]);
+    // A pinned list is not listed again.
+    entry["mcpServer"]["toolsList"] = tools_list();
+    let pinned = Config::from_slice(mcp_config(entry, "native").as_bytes()).unwrap();
+    assert_eq!(pinned.listed_servers().count(), 0);
+    assert_eq!(pinned.tools.len(), 1);
+}
+
+#[test]
+fn a_plugin_swaps_one_configuration() {
+    use api_agent::config::Plugin;
+    let rule = json!({"_match_route_": ["r"], "llm": {"cluster": "llm", "path": "/p"},
+                      "apis": [{"mcpServer": {"cluster": "mcp", "path": "/mcp"}}]});
+    let text = json!({"llm": {"cluster": "llm", "path": "/p"}, "apis": [mcp_entry(json!({}))], "_rules_": [rule]});
+    let plugin = Plugin::from_slice(text.to_string().as_bytes()).unwrap();
+    let configs: Vec<_> = plugin.configs().cloned().collect();
+    assert_eq!((configs[0].tools.len(), configs[1].tools.len()), (2, 0));
+    let listed = Rc::new(configs[1].with_mcp_tools(0, &tools_list()).unwrap());
+    let swapped = plugin.with_config(1, Rc::clone(&listed));
+    let after: Vec<_> = swapped.configs().cloned().collect();
+    assert!(Rc::ptr_eq(&after[0], &configs[0]), "the other configuration is the same one");
+    assert!(Rc::ptr_eq(&after[1], &listed));
+    assert_eq!(plugin.configs().nth(1).unwrap().tools.len(), 0, "the old plugin is untouched");
 }

@@ -180,7 +180,8 @@ pub struct Config {
     pub json_resp: Option<JsonResp>,
     /// Tools that run only after the client approved the call (`apis[].policy.confirm`).
     pub confirm: Vec<String>,
-    /// The MCP servers, to rebuild the catalog from a new `tools/list` (`with_mcp_tools`).
+    /// The MCP servers, to rebuild the catalog from a new `tools/list` (`with_mcp_tools`); those
+    /// without a pinned `toolsList` are listed by the host.
     pub mcp: Vec<McpSource>,
     /// Current-turn context added to the user's message.
     pub context: Option<Context>,
@@ -396,10 +397,12 @@ fn parse_apis(
         };
         let policy = f.opt_object("policy")?.map(policy::Policy::parse).transpose()?;
         f.deny_unknown()?;
+        let listed = server.as_ref().is_none_or(|s| s.pinned);
         if let Some(server) = server {
             mcp.push(McpSource { policy: policy.clone(), ..server });
         }
-        if let Some(policy) = policy {
+        // A server to be listed has no tools yet: its policy applies once it has.
+        if let Some(policy) = policy.filter(|_| listed) {
             let (kept, needs_approval) = policy.apply(tools)?;
             tools = kept;
             confirm.extend(needs_approval);
@@ -469,14 +472,23 @@ fn parse_mcp(f: &mut Fields<'_>, i: usize) -> Result<Entry, ConfigError> {
     }
     let allow = mcp_allow(&mut server)?;
     let list_path = server.child_path("toolsList");
-    let list = server
-        .get("toolsList")
-        .ok_or_else(|| server.err("toolsList", "required (discovery by tools/list is not implemented yet)"))?;
+    let list = server.get("toolsList");
     server.deny_unknown()?;
-    let loaded = crate::tools::mcp::load(list, &allow, &path, i, &list_path)?;
-    let warnings = loaded.warnings.into_iter().map(|w| format!("{list_path}: {w}")).collect();
     let api = Api { upstream, api_key, headers, max_retries: 0 };
-    let server = McpSource { api: i, path, allow, policy: None, field: list_path };
+    let pinned = list.is_some();
+    let server = McpSource { api: i, path, allow, policy: None, field: list_path, pinned };
+    let Some(list) = list else {
+        // Listed by the host (discovery); the tools join the catalog then.
+        return Ok(Entry {
+            api,
+            tools: Vec::new(),
+            warnings: Vec::new(),
+            source: f.child_path("mcpServer"),
+            server: Some(server),
+        });
+    };
+    let loaded = crate::tools::mcp::load(list, &server.allow, &server.path, i, &server.field)?;
+    let warnings = loaded.warnings.into_iter().map(|w| format!("{}: {w}", server.field)).collect();
     Ok(Entry { api, tools: loaded.tools, warnings, source: f.child_path("mcpServer"), server: Some(server) })
 }
 

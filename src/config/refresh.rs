@@ -19,9 +19,16 @@ pub struct McpSource {
     pub policy: Option<Policy>,
     /// The field a list stands for, for errors (`apis[1].mcpServer.toolsList`).
     pub field: String,
+    /// The operator pinned the list (`toolsList`): the host does not list the server.
+    pub pinned: bool,
 }
 
 impl Config {
+    /// The MCP servers the host lists (no pinned `toolsList`).
+    pub fn listed_servers(&self) -> impl Iterator<Item = &McpSource> {
+        self.mcp.iter().filter(|s| !s.pinned)
+    }
+
     /// This configuration with the tools of the MCP server `apis[api]` taken from `list` (a
     /// `tools/list` result). `Err` (a name clash, a policy name the list lacks, too many tools for
     /// native mode): the caller keeps the configuration it has.
