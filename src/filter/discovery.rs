@@ -133,10 +133,12 @@ fn swap(i: usize, list: &serde_json::Value) {
         Ok(next) => {
             let names: Vec<String> = next.tools.iter().filter(|t| t.api == api).map(|t| t.name.clone()).collect();
             log::info!("MCP tools of apis[{api}] listed: {} tool(s): {}", names.len(), names.join(", "));
+            let next = Rc::new(next);
+            super::sessions::moved(&cfg, &next);
             VM.with(|vm| {
                 let mut vm = vm.borrow_mut();
                 if let Some(plugin) = vm.plugin.as_ref() {
-                    let swapped = plugin.with_config(index, Rc::new(next));
+                    let swapped = plugin.with_config(index, next);
                     vm.plugin = Some(Rc::new(swapped));
                 }
             });

@@ -40,6 +40,17 @@ pub fn keep(cfg: &Rc<Config>, agent: &Agent) {
     });
 }
 
+/// A configuration replaced by its next version (its servers listed again): the sessions are the same
+/// servers', and move with it, so that no later configuration at the old address finds them.
+pub fn moved(old: &Rc<Config>, new: &Rc<Config>) {
+    SESSIONS.with(|s| {
+        let mut s = s.borrow_mut();
+        if let Some(known) = s.remove(&key(old)) {
+            s.insert(key(new), known);
+        }
+    });
+}
+
 /// A new plugin configuration: the old configurations' sessions are no longer reachable.
 pub fn clear() {
     SESSIONS.with(|s| s.borrow_mut().clear());
