@@ -150,7 +150,7 @@ fn main() {
     let Ok(one) = Config::from_value(&config(&spec(1), "react")) else {
         return;
     };
-    let tool = one.tools.iter().next().cloned();
+    let tool = one.tools.iter().next().and_then(|t| t.openapi()).cloned();
     if let Some(tool) = tool {
         let args = json!({"id": "a/b c", "limit": 5});
         bench("build tool request", &filter, || {

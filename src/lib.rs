@@ -9,6 +9,7 @@ pub mod openapi;
 pub mod prompt;
 pub mod redact;
 pub mod schema;
+pub mod tools;
 pub mod tz;
 
 #[cfg(target_arch = "wasm32")]

@@ -148,6 +148,13 @@ impl Batch {
         }
     }
 
+    /// Call `id` goes on as `call` (its next step), first in the queue, under a new id.
+    pub fn resume(&mut self, id: CallId, call: ToolCall) {
+        if let Some(i) = self.in_flight.remove(&id) {
+            self.queue.push_front((i, call));
+        }
+    }
+
     /// Every call of the turn is answered.
     pub fn is_complete(&self) -> bool {
         self.results.iter().all(Option::is_some)

@@ -5,7 +5,7 @@ use super::{native, react, AgentError, Call, CallId};
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::{ChatRequest, LlmReply, Usage};
-use crate::openapi::{call, Tool};
+use crate::tools::{self, Tool};
 use serde_json::{Map, Value};
 
 #[derive(Debug)]
@@ -70,8 +70,10 @@ pub enum Work {
 #[derive(Debug, Clone)]
 pub struct ToolCall {
     pub cluster: String,
-    pub request: call::ToolRequest,
+    pub request: tools::Request,
     pub timeout_ms: u64,
+    /// An MCP tool's call: where it is in its session handshake (`agent::mcp`).
+    pub mcp: Option<Box<super::mcp::Handshake>>,
 }
 
 impl ToolCall {
@@ -331,12 +333,16 @@ fn call_work(cfg: &Config, name: &str, input: Value) -> Work {
         Ok(args) => drop_unknown(tool, args),
         Err(why) => return refused(tool, why),
     };
-    match call::build(tool, api, &args) {
+    match tool.request(api, &args) {
         Ok(request) => Work::Call {
             name: tool.name.clone(),
-            // Only reads are retried: another method may not be idempotent.
-            retries: if matches!(request.method, "GET" | "HEAD") { api.max_retries } else { 0 },
-            call: ToolCall { cluster: api.upstream.cluster.clone(), request, timeout_ms: api.upstream.timeout_ms },
+            retries: tool.retries(api),
+            call: ToolCall {
+                cluster: api.upstream.cluster.clone(),
+                request,
+                timeout_ms: api.upstream.timeout_ms,
+                mcp: super::mcp::Handshake::for_tool(tool),
+            },
             note,
             args: args.to_string(),
         },
@@ -391,23 +397,12 @@ fn arguments(tool: &Tool, input: Value) -> Result<Value, String> {
     }
 }
 
-/// The observation for a tool's reply: a 2xx body verbatim (truncated), else the status and body. A
-/// compressed body (sent although the call asked for identity) is described, never passed as bytes.
+/// The observation for a tool's reply, as the tool's binding reads it (a name no tool has, which
+/// cannot happen for a call that was sent, is read as plain HTTP).
 pub fn tool_observation(cfg: &Config, tool: &str, status: u16, headers: &[(String, String)], body: &[u8]) -> String {
-    let encoding = headers.iter().find(|(k, _)| k == "content-encoding").map(|(_, v)| v.trim());
-    if let Some(enc) = encoding.filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity")) {
-        return format!(
-            "HTTP {status}: '{tool}' replied with a compressed body (content-encoding: {}, {} bytes) that cannot be read.",
-            truncate(enc, 40),
-            body.len()
-        );
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = truncate(text.trim(), cfg.llm.max_observation_bytes);
-    match (status, text.is_empty()) {
-        (200..=299, false) => text.into_owned(),
-        (200..=299, true) => format!("HTTP {status}: '{tool}' succeeded with an empty body."),
-        (_, true) => format!("HTTP {status}: '{tool}' failed with an empty body."),
-        (_, false) => format!("HTTP {status}: '{tool}' failed: {text}"),
+    let max = cfg.llm.max_observation_bytes;
+    match cfg.tools.get(tool) {
+        Some(t) => t.observation(max, status, headers, body),
+        None => tools::http_observation(tool, max, status, headers, body),
     }
 }

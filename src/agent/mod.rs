@@ -6,6 +6,7 @@ mod approval;
 mod batch;
 mod convo;
 mod format;
+mod mcp;
 mod native;
 mod protocol;
 mod react;
@@ -86,6 +87,10 @@ pub struct Agent {
     steps: steps::Steps,
     /// Milliseconds of the LLM callout just answered (none for the route's first turn).
     last_llm_ms: Option<u64>,
+    /// MCP sessions: `apis[]` index → session id (`None`: the server has none).
+    mcp_sessions: BTreeMap<usize, Option<String>>,
+    /// MCP calls in flight, as they were before the step sent under each id.
+    mcp_calls: BTreeMap<CallId, convo::ToolCall>,
     state: State,
 }
 
@@ -142,8 +147,21 @@ impl Agent {
             report,
             steps,
             last_llm_ms: None,
+            mcp_sessions: BTreeMap::new(),
+            mcp_calls: BTreeMap::new(),
             state: State::AwaitRequest,
         }
+    }
+
+    /// MCP sessions known before the request (the host keeps them per VM), so that requests share one
+    /// session per server instead of opening one each.
+    pub fn set_mcp_sessions(&mut self, sessions: BTreeMap<usize, Option<String>>) {
+        self.mcp_sessions = sessions;
+    }
+
+    /// The MCP sessions as the request left them (opened, reopened, or forgotten after a 404).
+    pub fn mcp_sessions(&self) -> &BTreeMap<usize, Option<String>> {
+        &self.mcp_sessions
     }
 
     /// What the request did so far (complete once `is_done`).
@@ -393,10 +411,11 @@ impl Agent {
     fn dispatch_batch(&mut self, b: &mut Batch, now_ms: u64) -> Vec<Command> {
         let mut commands = Vec::new();
         while let Some((id, name, call)) = b.take(|| self.mint()) {
+            let (call, started) = self.mcp_step(id, call);
             let timeout = self.bounded(call.timeout_ms, now_ms);
             let call = call.into_call(id, timeout);
             self.expiry.insert(id, now_ms + timeout);
-            self.sent.insert(id, now_ms);
+            self.sent.insert(id, started.unwrap_or(now_ms));
             log::debug!(
                 "#{} tool {name}: {} {} {}",
                 self.meta.id,
@@ -497,6 +516,15 @@ impl Agent {
         now_ms: u64,
     ) {
         self.expiry.remove(&id);
+        let status = match self.mcp_reply(b, id, status, headers, body) {
+            mcp::Reply::Next => return,
+            mcp::Reply::Failed(observation) => {
+                self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, now_ms);
+                self.tool_step(b, id, status.into(), &observation, now_ms);
+                return b.reply(id, |_| observation);
+            }
+            mcp::Reply::Observe => status,
+        };
         self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, now_ms);
         let wait = retry::status_wait(status, headers);
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
@@ -509,6 +537,7 @@ impl Agent {
 
     /// A tool call that failed: what the model is told, or a retry later.
     fn on_tool_failure(&mut self, b: &mut Batch, id: CallId, failure: &Failure, now_ms: u64) {
+        self.mcp_calls.remove(&id);
         let failure = self.classify(id, failure, now_ms);
         let class = if failure == Failure::Timeout { ToolClass::TimedOut } else { ToolClass::Failed };
         self.tool_answered(b, id, class, None, failure.to_string().as_bytes(), now_ms);

@@ -11,6 +11,7 @@ use super::{out, CliError, FAILED};
 use crate::agent::{Agent, Call, CallId, Command, Event, Failure, Reply};
 use crate::config::Config;
 use crate::redact::redact;
+use crate::tools::Binding;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -259,7 +260,8 @@ impl Driver {
             self.llm_calls += 1;
             Kind::Llm { turn: self.llm_calls }
         } else {
-            Kind::Tool { name: tool_name(&self.cfg, cluster, &request.method, &request.url) }
+            let rpc = request.body.as_deref().and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok());
+            Kind::Tool { name: tool_name(&self.cfg, cluster, &request.method, &request.url, rpc.as_ref()) }
         };
         let url = self.endpoints.url(cluster, &request.url);
         let shown = self.redact(url.as_deref().unwrap_or(&request.url));
@@ -331,14 +333,26 @@ fn envoy_local_reply(f: &Failure) -> (u16, String) {
     }
 }
 
-/// The tool a call is for: the operation of that cluster and method whose URL template the path fits.
-fn tool_name(cfg: &Config, cluster: &str, method: &str, path: &str) -> String {
+/// The tool a call is for: the operation of that cluster and method whose URL template the path fits,
+/// or the MCP tool its JSON-RPC body names (a handshake step is named by its method).
+fn tool_name(cfg: &Config, cluster: &str, method: &str, path: &str, rpc: Option<&serde_json::Value>) -> String {
+    let rpc_method = rpc.and_then(|m| m["method"].as_str()).unwrap_or("");
+    let called = rpc.and_then(|m| m["params"]["name"].as_str()).unwrap_or("");
     let path = path.split('?').next().unwrap_or("");
     cfg.tools
         .iter()
-        .filter(|t| t.method == method && cfg.apis[t.api].upstream.cluster == cluster)
-        .find(|t| template_matches(&format!("{}{}", t.server.base_path, t.path), path))
-        .map_or_else(|| "(unknown tool)".to_string(), |t| t.name.clone())
+        .filter(|t| t.method() == method && cfg.apis[t.api].upstream.cluster == cluster)
+        .find(|t| match &t.binding {
+            Binding::OpenApi(op) => template_matches(&format!("{}{}", op.server.base_path, op.path), path),
+            Binding::Mcp(m) => m.path == path && (rpc_method != "tools/call" || m.remote == called),
+        })
+        .map_or_else(
+            || "(unknown tool)".to_string(),
+            |t| match &t.binding {
+                Binding::Mcp(_) if rpc_method != "tools/call" => format!("MCP {rpc_method}"),
+                _ => t.name.clone(),
+            },
+        )
 }
 
 /// `/v3/stations/{id}` fits `/v3/stations/JN-001`: the same segments, a `{…}` segment fitting any.

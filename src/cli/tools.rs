@@ -6,7 +6,7 @@ use super::out;
 use super::plugin::{self, Scope, State};
 use super::{CliError, FAILED};
 use crate::config::{Api, ApiKey, Config};
-use crate::openapi::Tool;
+use crate::tools::{Binding, Tool};
 use serde_json::{json, Value};
 
 const MASK: &str = "****";
@@ -70,8 +70,8 @@ fn tool(c: &Config, t: &Tool) -> Value {
     json!({
         "name": t.name,
         "description": t.description,
-        "method": t.method,
-        "url": format!("{}{}", t.server.base_path, t.path),
+        "method": t.method(),
+        "url": url(t),
         "cluster": api.upstream.cluster,
         "authority": authority(t, api),
         "timeout_ms": api.upstream.timeout_ms,
@@ -84,7 +84,16 @@ fn tool(c: &Config, t: &Tool) -> Value {
 /// server URL's host, else the service name.
 fn authority(t: &Tool, api: &Api) -> String {
     let up = &api.upstream;
-    up.authority.clone().or_else(|| t.server.host.clone()).unwrap_or_else(|| up.authority_or_service())
+    let host = t.openapi().and_then(|op| op.server.host.clone());
+    up.authority.clone().or(host).unwrap_or_else(|| up.authority_or_service())
+}
+
+/// The path the tool's calls go to: an OpenAPI operation's path template, an MCP server's endpoint.
+fn url(t: &Tool) -> String {
+    match &t.binding {
+        Binding::OpenApi(op) => format!("{}{}", op.server.base_path, op.path),
+        Binding::Mcp(m) => format!("{} (MCP tools/call '{}')", m.path, m.remote),
+    }
 }
 
 /// How the operator's credentials are attached, never their values.

@@ -4,10 +4,11 @@
 
 use super::fields::Fields;
 use super::ConfigError;
-use crate::openapi::{sanitized_name, Tool};
+use crate::openapi::sanitized_name;
+use crate::tools::Tool;
 use serde_json::Value;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Policy {
     path: String,
     allow: Vec<String>,
@@ -47,7 +48,7 @@ impl Policy {
             .into_iter()
             .filter(|t| self.allow.is_empty() || self.allow.iter().any(|n| matches(n, t)))
             .filter(|t| !self.deny.iter().any(|n| matches(n, t)))
-            .filter(|t| self.methods.is_empty() || self.methods.iter().any(|m| m == t.method))
+            .filter(|t| self.methods.is_empty() || self.methods.iter().any(|m| m == t.method()))
             .collect();
         if kept.is_empty() {
             return Err(ConfigError::new(&self.path, "leaves no tool of this API"));

@@ -86,6 +86,20 @@ impl Plugin {
     }
 
     /// Every configuration: the global one, then the rules'.
+    /// The same plugin with configuration `index` (in `configs()` order) replaced.
+    pub fn with_config(&self, index: usize, cfg: Rc<Config>) -> Plugin {
+        let mut p = self.clone();
+        let slot = match (index, p.global.is_some()) {
+            (0, true) => p.global.as_mut(),
+            (i, true) => p.rules.get_mut(i - 1).map(|r| &mut r.config),
+            (i, false) => p.rules.get_mut(i).map(|r| &mut r.config),
+        };
+        if let Some(slot) = slot {
+            *slot = cfg;
+        }
+        p
+    }
+
     pub fn configs(&self) -> impl Iterator<Item = &Rc<Config>> {
         self.global.iter().chain(self.rules.iter().map(|r| &r.config))
     }

@@ -26,9 +26,9 @@ enum Phase {
 #[derive(Debug, Clone)]
 pub struct CallData {
     token: u32,
-    status: Option<u16>,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    pub status: Option<u16>,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
 }
 
 impl CallData {
@@ -123,6 +123,9 @@ impl Http {
             return CONTINUE;
         };
         let commands = agent.handle(event, now);
+        if let Some(cfg) = &self.config {
+            super::sessions::keep(cfg, agent);
+        }
         let action = self.run(commands);
         if self.agent.as_ref().is_some_and(Agent::is_done) {
             self.report();
@@ -293,6 +296,9 @@ impl Http {
             // No rule for this route and no global configuration: not the agent's request.
             return CONTINUE;
         };
+        if cfg.tools.is_empty() {
+            return not_ready();
+        }
         let now_ns = abi::now_ns().unwrap_or(0);
         let now_ms = now_ns / 1_000_000;
         let meta = RequestMeta {
@@ -309,7 +315,9 @@ impl Http {
             // The consumer's credentials are for the gateway, never for the provider.
             set_header(Map::RequestHeaders, "authorization", Some(&format!("Bearer {key}")));
         }
-        self.agent = Some(Agent::new(Rc::clone(cfg), meta));
+        let mut agent = Agent::new(Rc::clone(cfg), meta);
+        super::sessions::seed(cfg, &mut agent);
+        self.agent = Some(agent);
         set_header(Map::RequestHeaders, "content-length", None);
         set_header(Map::RequestHeaders, "accept-encoding", None);
         CONTINUE
@@ -441,6 +449,18 @@ fn set_header(map: Map, name: &str, value: Option<&str>) {
 /// Envoy answers a call it cannot start with a status, never with a callback from inside the call:
 /// BadArgument for an unknown cluster or bad headers (sending again will not help), InternalFailure
 /// when the call failed at once, e.g. no healthy upstream (like a failed connect: retryable).
+/// Every tool source of the configuration is an MCP server not listed yet: a 503 the client can retry.
+fn not_ready() -> u32 {
+    log::warn!("a request came before any MCP server's tools were listed: 503");
+    let message = "the gateway's tools are not ready yet (their MCP servers are being listed); try again shortly";
+    let body = crate::openai::answer::error(message, "api_error", "tools_not_ready").to_string();
+    let headers = [("content-type", "application/json"), ("retry-after", "1")];
+    if let Err(s) = abi::send_local_response(503, &headers, body.as_bytes()) {
+        log::error!("local reply failed: {s:?}");
+    }
+    PAUSE
+}
+
 fn dispatch_failure(s: abi::Status, cluster: &str) -> Failure {
     const INTERNAL_FAILURE: u32 = 10;
     if s.0 == INTERNAL_FAILURE {

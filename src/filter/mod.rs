@@ -10,9 +10,11 @@
 //! running callback returns.
 
 mod abi;
+mod discovery;
 mod http;
 mod logger;
 mod metrics;
+mod sessions;
 
 use crate::config::Plugin;
 use abi::Map;
@@ -25,6 +27,8 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 const BUILD: &str = env!("API_AGENT_BUILD");
 /// Timer resolution for retry backoffs, while any retry waits.
 const TICK_MS: u32 = 20;
+/// Timer resolution for MCP listings (due every few minutes, backoffs from 1 s).
+const DISCOVERY_TICK_MS: u32 = 500;
 
 const CONTINUE: u32 = 0;
 
@@ -46,7 +50,8 @@ struct Vm {
     callouts: BTreeMap<u32, u32>,
     /// Streams waiting for a wake-up, and when (host milliseconds).
     timers: BTreeMap<u32, u64>,
-    ticking: bool,
+    /// The tick period set (ms; 0: none).
+    ticking: u32,
 }
 
 thread_local! {
@@ -97,6 +102,7 @@ pub extern "C" fn proxy_on_configure(_id: u32, _size: usize) -> u32 {
     let bytes = abi::get_buffer(abi::Buffer::PluginConfiguration, usize::MAX).unwrap_or_default();
     match Plugin::from_slice(&bytes) {
         Ok(plugin) => {
+            sessions::clear();
             let mut secrets: Vec<String> = plugin.configs().flat_map(|c| c.secrets()).collect();
             secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
             secrets.dedup();
@@ -122,7 +128,10 @@ pub extern "C" fn proxy_on_configure(_id: u32, _size: usize) -> u32 {
             if plugin.global.is_none() {
                 log::info!("api-agent: no global configuration; requests that no rule matches pass through");
             }
+            discovery::configure(&plugin);
             VM.with(|vm| vm.borrow_mut().plugin = Some(Rc::new(plugin)));
+            discovery::tick();
+            sync_tick(None);
             1
         }
         Err(e) => {
@@ -165,6 +174,11 @@ pub extern "C" fn proxy_on_response_trailers(id: u32, _n: usize) -> u32 {
 /// Envoy calls this on the root context: the stream is found by the callout's token.
 #[no_mangle]
 pub extern "C" fn proxy_on_http_call_response(root_id: u32, token: u32, _headers: usize, body_size: usize, _t: usize) {
+    if discovery::owns(token) {
+        discovery::on_reply(token, &CallData::read(token, body_size));
+        sync_tick(None);
+        return;
+    }
     let Some(id) = VM.with(|vm| vm.borrow_mut().callouts.remove(&token)) else {
         log::warn!("reply for unknown callout token {token} (its stream is gone)");
         return;
@@ -208,6 +222,7 @@ pub extern "C" fn proxy_on_tick(root_id: u32) {
         }
     }
     let _ = abi::set_effective_context(root_id);
+    discovery::tick();
     sync_tick(None);
 }
 
@@ -316,20 +331,24 @@ fn with_stream<R>(id: u32, f: impl FnOnce(&mut Http) -> R) -> Option<R> {
     Some(result)
 }
 
-/// Ticks run only while some stream waits for a wake-up. The period is the root context's: it is set
-/// with the root as the effective context.
+/// Ticks run often while some stream waits for a wake-up, slowly while MCP servers are listed, else
+/// not at all. The period is the root context's: it is set with the root as the effective context.
 fn sync_tick(current: Option<u32>) {
-    let (want, ticking, root) = VM.with(|vm| {
+    let (timers, ticking, root) = VM.with(|vm| {
         let vm = vm.borrow();
         (!vm.timers.is_empty(), vm.ticking, vm.root_id)
     });
-    if want == ticking {
+    let period = match (timers, discovery::any()) {
+        (true, _) => TICK_MS,
+        (false, true) => DISCOVERY_TICK_MS,
+        (false, false) => 0,
+    };
+    if period == ticking {
         return;
     }
     let _ = abi::set_effective_context(root);
-    let period = if want { TICK_MS } else { 0 };
     match abi::set_tick_period_ms(period) {
-        Ok(()) => VM.with(|vm| vm.borrow_mut().ticking = want),
+        Ok(()) => VM.with(|vm| vm.borrow_mut().ticking = period),
         Err(s) => log::error!("setting the tick period to {period} ms failed: {s:?}"),
     }
     if let Some(id) = current {

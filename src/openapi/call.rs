@@ -13,16 +13,8 @@ use std::fmt::Write;
 /// servers accept for all headers together (Envoy's default is 60 KiB).
 pub const MAX_HEADER_VALUE_BYTES: usize = 8 * 1024;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolRequest {
-    pub method: &'static str,
-    /// Path and query string, ready for `:path`.
-    pub path: String,
-    pub authority: String,
-    /// Lower-case names.
-    pub headers: Vec<(String, String)>,
-    pub body: Option<Vec<u8>>,
-}
+/// The request type is the registry's, so that every tool source builds the same thing.
+pub use crate::tools::Request as ToolRequest;
 
 /// Builds the request for `tool` called with `args` on `api`. `Err` is a message for the model.
 pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String> {
@@ -62,30 +54,11 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
         headers.push(("content-type".into(), b.content_type.clone()));
     }
     // The operator's credentials replace anything of the same name the model put in.
-    match &api.api_key {
-        Some(ApiKey::Query { name, value }) => {
-            query.0.retain(|(n, _)| n != name);
-            query.pair(name, value);
-        }
-        Some(ApiKey::Header { name, value }) => {
-            // Higress's meaning: `Authorization: <name> <value>` (its DeepL example:
-            // `Authorization: DeepL-Auth-Key <key>`); the named header as well, as api-agent sent it
-            // before and as APIs keyed by a custom header (`X-Api-Key`) expect.
-            let name = name.to_ascii_lowercase();
-            headers.retain(|(n, _)| *n != name && n != "authorization");
-            if name == "authorization" {
-                headers.push((name, value.clone()));
-            } else {
-                headers.push(("authorization".into(), format!("{} {value}", api_key_scheme(&api.api_key))));
-                headers.push((name, value.clone()));
-            }
-        }
-        None => {}
+    if let Some(ApiKey::Query { name, value }) = &api.api_key {
+        query.0.retain(|(n, _)| n != name);
+        query.pair(name, value);
     }
-    for (name, value) in &api.headers {
-        headers.retain(|(n, _)| n != name);
-        headers.push((name.clone(), value.clone()));
-    }
+    credential_headers(api, &mut headers);
     if !query.0.is_empty() {
         path.push('?');
         path.push_str(&query.encoded());
@@ -97,6 +70,28 @@ pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String
         (None, None) => up.authority_or_service(),
     };
     Ok(ToolRequest { method: tool.method, path, authority, headers, body })
+}
+
+/// The operator's header credentials (a header `apiKey`, static `headers`), replacing any header of the
+/// same name already in `headers`. Every tool source attaches them the same way.
+pub fn credential_headers(api: &Api, headers: &mut Vec<(String, String)>) {
+    if let Some(ApiKey::Header { name, value }) = &api.api_key {
+        // Higress's meaning: `Authorization: <name> <value>` (its DeepL example:
+        // `Authorization: DeepL-Auth-Key <key>`); the named header as well, as api-agent sent it
+        // before and as APIs keyed by a custom header (`X-Api-Key`) expect.
+        let name = name.to_ascii_lowercase();
+        headers.retain(|(n, _)| *n != name && n != "authorization");
+        if name == "authorization" {
+            headers.push((name, value.clone()));
+        } else {
+            headers.push(("authorization".into(), format!("{} {value}", api_key_scheme(&api.api_key))));
+            headers.push((name, value.clone()));
+        }
+    }
+    for (name, value) in &api.headers {
+        headers.retain(|(n, _)| n != name);
+        headers.push((name.clone(), value.clone()));
+    }
 }
 
 /// The configured spelling of the header key's name, for `Authorization: <name> <value>`.

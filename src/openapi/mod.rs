@@ -10,7 +10,6 @@ use crate::doc;
 use refs::{Defs, Resolver};
 use serde_json::{json, Map, Value};
 pub use server::Server;
-use std::collections::BTreeMap;
 use std::fmt;
 
 const METHODS: [&str; 6] = ["get", "put", "post", "delete", "patch", "head"];
@@ -136,47 +135,6 @@ pub struct Tool {
     pub schema: Value,
     /// Index of the `apis[]` entry that owns the tool.
     pub api: usize,
-}
-
-/// All configured tools, in configuration then document order.
-#[derive(Debug, Clone, Default)]
-pub struct Catalog {
-    tools: Vec<Tool>,
-    index: BTreeMap<String, usize>,
-}
-
-impl Catalog {
-    pub fn extend(&mut self, tools: Vec<Tool>) -> Result<(), String> {
-        for tool in tools {
-            if let Some(&i) = self.index.get(&tool.name) {
-                return Err(format!(
-                    "OpenAPI {}: tool '{}' is already defined by apis[{}]",
-                    ErrorKind::DuplicateName.code(),
-                    tool.name,
-                    self.tools[i].api
-                ));
-            }
-            self.index.insert(tool.name.clone(), self.tools.len());
-            self.tools.push(tool);
-        }
-        Ok(())
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Tool> {
-        self.index.get(name).map(|&i| &self.tools[i])
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Tool> {
-        self.tools.iter()
-    }
-
-    pub fn len(&self) -> usize {
-        self.tools.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
-    }
 }
 
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! The ReAct prompt (EN and CH, with Higress's four template words) and the parser that reads a model's
 //! ReAct reply into one step.
 
-use crate::openapi::Catalog;
+use crate::tools::Catalog;
 use serde_json::Value;
 
 /// The instructions around the tool list. The words (Higress's `promptTemplate` keys `question`,

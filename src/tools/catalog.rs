@@ -1,0 +1,50 @@
+//! All configured tools, in configuration then source order, looked up by name.
+
+use super::{Binding, Tool};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    tools: Vec<Tool>,
+    index: BTreeMap<String, usize>,
+}
+
+impl Catalog {
+    /// Adds tools; a name already taken is refused, naming the `apis[]` entry that has it.
+    pub fn extend(&mut self, tools: Vec<Tool>) -> Result<(), String> {
+        for tool in tools {
+            if let Some(&i) = self.index.get(&tool.name) {
+                // Both entries are named: the operator renames or filters one of them.
+                return Err(match tool.binding {
+                    Binding::OpenApi(_) => format!(
+                        "OpenAPI duplicate-tool-name: tool '{}' is already defined by apis[{}]",
+                        tool.name, self.tools[i].api
+                    ),
+                    Binding::Mcp(_) => format!(
+                        "duplicate-tool-name: MCP tool '{}' of apis[{}] is already defined by apis[{}]",
+                        tool.name, tool.api, self.tools[i].api
+                    ),
+                });
+            }
+            self.index.insert(tool.name.clone(), self.tools.len());
+            self.tools.push(tool);
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Tool> {
+        self.tools.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}

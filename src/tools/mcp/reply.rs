@@ -1,0 +1,125 @@
+//! MCP replies (JSON, or SSE-framed JSON-RPC messages) as observations the model can act on.
+
+use crate::doc::truncate;
+use crate::tools::reply::{compressed, http_observation};
+use serde_json::Value;
+
+/// What the model is told of a `tools/call` reply: the result's content as text (structured content
+/// as JSON when there is no text; images and other binary content described, not dumped); a tool's
+/// own error (`isError`) and JSON-RPC errors as errors it can act on.
+pub fn observation(tool: &str, max: usize, status: u16, headers: &[(String, String)], body: &[u8]) -> String {
+    if let Some(described) = compressed(tool, status, headers, body) {
+        return described;
+    }
+    if !(200..300).contains(&status) {
+        return http_observation(tool, max, status, headers, body);
+    }
+    let text = match response(body) {
+        Some(m) => match (m.get("result"), m.get("error")) {
+            (_, Some(e)) => format!("'{tool}' failed: MCP error {}", rpc_error(e)),
+            (Some(r), None) if r.get("isError").and_then(Value::as_bool) == Some(true) => {
+                format!("'{tool}' reported an error: {}", content(r))
+            }
+            (Some(r), None) => content(r),
+            (None, None) => not_a_response(tool, body),
+        },
+        None => not_a_response(tool, body),
+    };
+    let text = if text.trim().is_empty() { format!("'{tool}' succeeded with no content.") } else { text };
+    truncate(&text, max).into_owned()
+}
+
+/// Why a handshake step failed, or `None` when it succeeded (a 2xx without a JSON-RPC error).
+pub fn handshake_error(status: u16, body: &[u8]) -> Option<String> {
+    if !(200..300).contains(&status) {
+        let text = String::from_utf8_lossy(body);
+        return Some(format!("HTTP {status}: {}", truncate(text.trim(), 300)));
+    }
+    match response(body) {
+        Some(m) => m.get("error").map(|e| format!("MCP error {}", rpc_error(e))),
+        None if body.iter().all(u8::is_ascii_whitespace) => None,
+        None => Some(format!("not a JSON-RPC response: {}", truncate(String::from_utf8_lossy(body).trim(), 300))),
+    }
+}
+
+/// A reply to a request sent in a session that says the server no longer has it: 404, as the
+/// specification says, or the 400 "No valid session ID" that servers built on the TypeScript SDK send.
+pub fn session_lost(status: u16, body: &[u8]) -> bool {
+    let says_session = || String::from_utf8_lossy(body).to_ascii_lowercase().contains("session");
+    status == 404 || (status == 400 && says_session())
+}
+
+/// The JSON-RPC response in a body: the body itself, or the last SSE `data:` event that is a response
+/// (a stream may carry notifications, e.g. progress, before it).
+pub(super) fn response(body: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(body);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') {
+        return serde_json::from_str(trimmed).ok();
+    }
+    sse_events(&text)
+        .into_iter()
+        .filter_map(|data| serde_json::from_str::<Value>(&data).ok())
+        .rfind(|m| m.get("result").is_some() || m.get("error").is_some())
+}
+
+/// The data of each SSE event (`data:` lines joined by newlines, events split by blank lines).
+fn sse_events(text: &str) -> Vec<String> {
+    let mut events = Vec::new();
+    let mut data: Vec<&str> = Vec::new();
+    for line in text.lines().chain(std::iter::once("")) {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.is_empty() {
+            if !data.is_empty() {
+                events.push(data.join("\n"));
+                data.clear();
+            }
+        } else if let Some(d) = line.strip_prefix("data:") {
+            data.push(d.strip_prefix(' ').unwrap_or(d));
+        }
+    }
+    events
+}
+
+fn rpc_error(e: &Value) -> String {
+    let code = e.get("code").map_or_else(String::new, Value::to_string);
+    let message = e.get("message").and_then(Value::as_str).unwrap_or("(no message)");
+    match e.get("data").filter(|d| !d.is_null()) {
+        Some(d) => format!("{code}: {message} ({})", truncate(&d.to_string(), 500)),
+        None => format!("{code}: {message}"),
+    }
+}
+
+/// The result's content items in order; structured content when no item is text.
+fn content(result: &Value) -> String {
+    let items = result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let mut parts: Vec<String> = items.iter().map(item).collect();
+    let has_text = items.iter().any(|i| i.get("type").and_then(Value::as_str) == Some("text"));
+    if let Some(s) = result.get("structuredContent").filter(|_| !has_text) {
+        parts.push(s.to_string());
+    }
+    parts.join("\n")
+}
+
+fn item(i: &Value) -> String {
+    let s = |k: &str| i.get(k).and_then(Value::as_str).unwrap_or("");
+    let size = |k: &str| s(k).len() / 4 * 3;
+    match s("type") {
+        "text" => s("text").to_string(),
+        "image" | "audio" => {
+            format!("[{} of type {}, about {} bytes, not shown]", s("type"), s("mimeType"), size("data"))
+        }
+        "resource_link" => format!("[resource link: {} {}]", s("uri"), s("name")).replace(" ]", "]"),
+        "resource" => match i.get("resource") {
+            Some(r) if r.get("text").is_some() => r["text"].as_str().unwrap_or("").to_string(),
+            Some(r) => format!("[binary resource {}, not shown]", r.get("uri").and_then(Value::as_str).unwrap_or("")),
+            None => "[empty resource]".to_string(),
+        },
+        other => format!("[content of type '{}', not shown]", truncate(other, 40)),
+    }
+}
+
+fn not_a_response(tool: &str, body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    format!("'{tool}' replied with something that is not a JSON-RPC response: {}", truncate(text.trim(), 500))
+}

@@ -1,0 +1,82 @@
+"""MCP servers as a tool source in Envoy, against a small server written with the official Python SDK
+(`support/mcp_server.py`: Streamable HTTP, stateful sessions, SSE-framed replies). The plugin pins the
+server's own `tools/list` result; every call opens a session (initialize, notifications/initialized)
+through Envoy before its `tools/call`."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from support import mcp_servers as mcp
+from support.agent import answer_of
+from support.mcp_servers import tool_calls, tool_results
+
+HERE = os.path.dirname(__file__)
+
+
+@pytest.fixture(scope="module")
+def running(mocks, wasm, envoy_binary, tmp_path_factory):
+    port = mcp.free_port()
+    server = mcp.Running([sys.executable, os.path.join(HERE, "support", "mcp_server.py"), str(port)], port)
+    gw, envoy = mcp.gateway(mocks, wasm, envoy_binary, port, str(tmp_path_factory.mktemp("envoy")))
+    yield gw, server
+    envoy.stop()
+    server.stop()
+
+
+@pytest.fixture
+def gateway(running):
+    return running[0]
+
+
+def test_mcp_tools_are_offered_and_called_in_one_turn(gateway, mocks):
+    q = "MCP: what is 2 + 40, and the forecast for Oslo?"
+    mocks.llm.script(q, tool_calls(("c1", "add", {"a": 2, "b": 40}), ("c2", "forecast", {"city": "Oslo"})),
+                     "42, and sunny in Oslo.")
+    assert answer_of(gateway.chat(q)) == "42, and sunny in Oslo."
+    first = mocks.llm.requests_for(q)[0].json()
+    names = {t["function"]["name"] for t in first["tools"]}
+    assert {"add", "forecast", "explode", "get_weather_now"} <= names, "MCP and OpenAPI tools side by side"
+    assert tool_results(mocks, q) == {"c1": "42", "c2": "Oslo: sunny for 1 day(s), 21 °C"}
+
+
+def test_later_turns_call_the_server_again(gateway, mocks):
+    q = "MCP: add twice"
+    mocks.llm.script(q, tool_calls(("c1", "add", {"a": 1, "b": 1})), tool_calls(("c2", "add", {"a": 2, "b": 2})),
+                     "2 then 4.")
+    assert answer_of(gateway.chat(q)) == "2 then 4."
+    assert tool_results(mocks, q, 2) == {"c1": "2"}
+    assert tool_results(mocks, q, 3) == {"c1": "2", "c2": "4"}
+
+
+def test_a_tool_error_is_told_to_the_model(gateway, mocks):
+    q = "MCP: explode"
+    mocks.llm.script(q, tool_calls(("c1", "explode", {"why": "test"})), "It failed.")
+    assert answer_of(gateway.chat(q)) == "It failed."
+    assert tool_results(mocks, q)["c1"].startswith("'explode' reported an error: Error executing tool explode")
+
+
+def test_arguments_the_schema_refuses_never_reach_the_server(gateway, mocks):
+    q = "MCP: add words"
+    mocks.llm.script(q, tool_calls(("c1", "add", {"a": "two", "b": 2})), "Cannot.")
+    assert answer_of(gateway.chat(q)) == "Cannot."
+    content = tool_results(mocks, q)["c1"]
+    assert content.startswith("Invalid arguments for 'add': at /a:"), content
+
+
+def test_a_restarted_server_gets_a_new_session(running, mocks):
+    """Requests share the worker's session; a server that lost it (restarted) gets a new one."""
+    gateway, server = running
+    for round in ("before", "after"):
+        if round == "after":
+            server.restart()
+        q = f"MCP restart: {round}"
+        mocks.llm.script(q, tool_calls(("c1", NAME, ARGS)), "ok")
+        assert answer_of(gateway.chat(q)) == "ok"
+        assert tool_results(mocks, q)["c1"] == EXPECTED
+    assert "is gone (HTTP" in gateway.envoy.log_tail(400), "the lost session was noticed and reopened"
+
+
+NAME, ARGS, EXPECTED = "add", {"a": 20, "b": 22}, "42"
