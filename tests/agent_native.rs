@@ -269,3 +269,16 @@ fn what_self_hosted_servers_need_tool_choice_and_no_null_content() {
     req["tool_choice"] = json!("required");
     assert_eq!(h.run(&req).llm_requests[0]["tool_choice"], "required");
 }
+
+#[test]
+fn a_forced_tool_choice_is_honoured_once_then_auto() {
+    let mut h = Harness::new(&native(json!({})))
+        .llm([native_calls(&[("c1", "listPets", json!({}))]), answer("Done.")])
+        .tool_json(PETS, "[]");
+    let mut req = user("Pets?");
+    req["tool_choice"] = json!({"type": "function", "function": {"name": "listPets"}});
+    let out = h.run(&req);
+    assert_eq!(out.llm_requests[0]["tool_choice"]["function"]["name"], "listPets");
+    assert_eq!(out.llm_requests[1]["tool_choice"], "auto", "not forced again after the call");
+    assert_eq!(out.answer(), "Done.");
+}

@@ -144,11 +144,18 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bo
         // No call to answer: a correction of an empty reply, as the user.
         c.messages.push(json!({"role": "user", "content": observations.join("\n")}));
     }
+    let answered_calls = !c.call_ids.is_empty();
     for (id, content) in c.call_ids.drain(..).zip(observations) {
         c.messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
     }
+    // A forced choice (a named function, or "required") is honoured once: kept, it would make the model
+    // call a tool on every turn until the limit (OpenAI's Agents SDK resets it the same way).
+    let forced = c.base.get("tool_choice").is_some_and(|t| t.is_object() || t == "required");
+    if answered_calls && forced {
+        c.base.insert("tool_choice".into(), json!("auto"));
+    }
     if limit {
         c.base.insert("tool_choice".into(), json!("none"));
-        c.messages.push(json!({"role": "user", "content": cfg.template.final_request()}));
+        c.messages.push(json!({"role": "user", "content": cfg.template.native_final_request()}));
     }
 }

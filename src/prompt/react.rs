@@ -117,6 +117,15 @@ impl Template {
         }
     }
 
+    /// Native mode's words for the same (no ReAct markers).
+    pub fn native_final_request(&self) -> &'static str {
+        if self.chinese {
+            "你已达到工具调用次数上限。不要再调用任何工具：现在根据已有的结果回答问题。"
+        } else {
+            "You have reached the maximum number of tool calls. Do not call any more tools: answer the question now, from the results you already have."
+        }
+    }
+
     /// Said when the tool-call limit is reached: answer now, from what you have.
     pub fn final_request(&self) -> &'static str {
         if self.chinese {
