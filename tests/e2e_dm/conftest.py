@@ -15,10 +15,8 @@ os.environ["WASM"] = LIB
 # Envoy inherits this from the test process.
 os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = os.path.dirname(LIB)
 
-import support.agent  # noqa: E402
+import support.envoy  # noqa: E402
 from support.envoy import WASM_FILTER  # noqa: E402
-
-_wasm_bootstrap = support.agent.bootstrap
 
 
 def dynamic_module_filter(wasm_filter: dict) -> dict:
@@ -35,17 +33,37 @@ def dynamic_module_filter(wasm_filter: dict) -> dict:
     }
 
 
-def dm_bootstrap(*args, **kwargs) -> dict:
-    config = _wasm_bootstrap(*args, **kwargs)
-    for listener in config["static_resources"]["listeners"]:
-        for chain in listener["filter_chains"]:
-            for f in chain["filters"]:
+def as_dynamic_module(config: dict) -> dict:
+    """Every Wasm filter of an Envoy configuration replaced by the dynamic-module one."""
+    for listener in config.get("static_resources", {}).get("listeners", []):
+        for chain in listener.get("filter_chains", []):
+            for f in chain.get("filters", []):
                 filters = f.get("typed_config", {}).get("http_filters", [])
                 filters[:] = [dynamic_module_filter(h) if h["name"] == WASM_FILTER else h for h in filters]
     return config
 
 
-support.agent.bootstrap = dm_bootstrap
+# Every test's Envoy goes through this class, whichever way its configuration was built.
+_envoy_start = support.envoy.Envoy.start
+
+
+def _dm_envoy_start(self, *args, **kwargs):
+    self.config = as_dynamic_module(self.config)
+    # The module logs as Envoy's `dynamic_modules` component: give it the level asked for `wasm`.
+    popen = support.envoy.subprocess.Popen
+
+    def dm_popen(argv, *a, **kw):
+        argv = [f"{x},dynamic_modules:{x.split(':', 1)[1]}" if x.startswith("wasm:") else x for x in argv]
+        return popen(argv, *a, **kw)
+
+    support.envoy.subprocess.Popen = dm_popen
+    try:
+        return _envoy_start(self, *args, **kwargs)
+    finally:
+        support.envoy.subprocess.Popen = popen
+
+
+support.envoy.Envoy.start = _dm_envoy_start
 
 _spec = importlib.util.spec_from_file_location("e2e_conftest", os.path.join(E2E, "conftest.py"))
 _e2e = importlib.util.module_from_spec(_spec)
