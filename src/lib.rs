@@ -15,6 +15,10 @@ pub mod tz;
 #[cfg(target_arch = "wasm32")]
 mod filter;
 
+/// The Envoy dynamic-module host shim (`make build-dm` → dist/libapi_agent.so).
+#[cfg(all(feature = "dynamic-module", not(target_arch = "wasm32")))]
+mod dm;
+
 /// The `api-agent` command-line tool (src/bin/api-agent.rs): host only, never in the .wasm.
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;

@@ -1,0 +1,63 @@
+//! `log` records to Envoy's log (`[dynamic_modules]`), with every configured secret masked.
+
+use super::ffi;
+use std::sync::RwLock;
+
+struct EnvoyLogger;
+
+static LOGGER: EnvoyLogger = EnvoyLogger;
+
+/// Secrets of every configuration loaded so far: masking one of a replaced configuration costs nothing.
+static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+pub fn install() {
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(log::LevelFilter::Info);
+}
+
+/// Envoy's level for dynamic modules, so that records below it are not even formatted.
+pub fn read_level() {
+    let levels = [
+        (ffi::LOG_TRACE, log::LevelFilter::Trace),
+        (ffi::LOG_DEBUG, log::LevelFilter::Debug),
+        (ffi::LOG_INFO, log::LevelFilter::Info),
+        (ffi::LOG_WARN, log::LevelFilter::Warn),
+    ];
+    let level = levels.iter().find(|(l, _)| ffi::log_enabled(*l)).map_or(log::LevelFilter::Error, |(_, f)| *f);
+    log::set_max_level(level);
+}
+
+pub fn add_secrets(mut more: Vec<String>) {
+    if let Ok(mut secrets) = SECRETS.write() {
+        secrets.append(&mut more);
+        // Longest first, so that a secret containing another is masked whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+    }
+}
+
+impl log::Log for EnvoyLogger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::max_level()
+    }
+
+    fn log(&self, record: &log::Record) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let level = match record.level() {
+            log::Level::Trace => ffi::LOG_TRACE,
+            log::Level::Debug => ffi::LOG_DEBUG,
+            log::Level::Info => ffi::LOG_INFO,
+            log::Level::Warn => ffi::LOG_WARN,
+            log::Level::Error => ffi::LOG_ERROR,
+        };
+        let text = record.args().to_string();
+        match SECRETS.read() {
+            Ok(secrets) => ffi::log(level, &crate::redact::redact(&text, &secrets)),
+            Err(_) => ffi::log(level, "api-agent: a log line was dropped (the secrets lock is poisoned)"),
+        }
+    }
+
+    fn flush(&self) {}
+}

@@ -1,0 +1,243 @@
+//! The Envoy dynamic-module host shim (feature `dynamic-module`, `make build-dm`): the same agent as
+//! the Proxy-Wasm filter, loaded by `envoy.filters.http.dynamic_modules` as `libapi_agent.so`.
+//!
+//! Threads: Envoy parses the configuration on the main thread and runs each stream on one worker.
+//! The configuration text is checked there once (a bad one fails the load with the Wasm build's
+//! message); the agent's `Plugin` holds `Rc`s, so each worker parses its own copy on its first
+//! request, as each Wasm VM (one per worker) does.
+//!
+//! Re-entrancy: a local reply runs the encoder filters, this one included, inside the call that sent
+//! it, and a callout can fail inside the call that started it. A stream's state is a `RefCell`: a hook
+//! that finds it borrowed is a re-entrant one; callout replies and wake-ups that come then are queued
+//! and handled when the running hook returns.
+
+#![deny(unsafe_code)]
+
+mod ffi;
+mod logger;
+mod metrics;
+mod stream;
+
+use crate::config::Plugin;
+use ffi::{CalloutReply, Envoy, EnvoyConfig};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use stream::Stream;
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+const BUILD: &str = env!("API_AGENT_BUILD");
+/// The name the filter is configured with (`filter_name`).
+const FILTER_NAME: &[u8] = b"api-agent";
+
+/// One filter configuration: its text (parsed again per worker) and its metrics.
+pub struct DmConfig {
+    id: u64,
+    text: Vec<u8>,
+    metrics: metrics::Ids,
+}
+
+static NEXT_CONFIG: AtomicU64 = AtomicU64::new(1);
+/// Configurations Envoy still holds: a worker drops its parsed copies of the others.
+static LIVE: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+
+thread_local! {
+    static PLUGINS: RefCell<Vec<(u64, Rc<Plugin>)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn program_init() {
+    logger::install();
+    // The message goes to Envoy's log; the hook's catch_unwind turns the panic into a 500.
+    std::panic::set_hook(Box::new(|info| log::error!("api-agent panicked: {info}")));
+}
+
+fn config_new(envoy: EnvoyConfig, name: &[u8], text: Vec<u8>) -> Option<Arc<DmConfig>> {
+    logger::read_level();
+    log::info!("api-agent {VERSION} ({BUILD}) loaded as an Envoy dynamic module (ABI v0.2.0)");
+    if name != FILTER_NAME {
+        log::warn!("api-agent: filter_name is '{}', expected 'api-agent'", String::from_utf8_lossy(name));
+    }
+    let plugin = match Plugin::from_slice(&text) {
+        Ok(plugin) => plugin,
+        Err(e) => {
+            log::error!("api-agent configuration rejected: {e}");
+            return None;
+        }
+    };
+    describe(&plugin);
+    logger::add_secrets(plugin.configs().flat_map(|c| c.secrets()).collect());
+    let id = NEXT_CONFIG.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut live) = LIVE.lock() {
+        live.insert(id);
+    }
+    Some(Arc::new(DmConfig { id, text, metrics: metrics::Ids::define(envoy) }))
+}
+
+fn config_destroy(cfg: &DmConfig) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.remove(&cfg.id);
+    }
+}
+
+/// The configuration's log lines, as the Wasm build writes them.
+fn describe(plugin: &Plugin) {
+    for (i, cfg) in plugin.configs().enumerate() {
+        let scope = match (i, plugin.global.is_some()) {
+            (0, true) => "global".to_string(),
+            (i, true) => format!("_rules_[{}]", i - 1),
+            (i, false) => format!("_rules_[{i}]"),
+        };
+        for w in &cfg.warnings {
+            log::warn!("api-agent configuration ({scope}): {w}");
+        }
+        log::info!(
+            "api-agent configured ({scope}): {} tool(s) from {} API(s), mode {:?}, loop {:?}, LLM cluster '{}'",
+            cfg.tools.len(),
+            cfg.apis.len(),
+            cfg.mode,
+            cfg.loop_phase,
+            cfg.llm.upstream.cluster
+        );
+    }
+    if plugin.global.is_none() {
+        log::info!("api-agent: no global configuration; requests that no rule matches pass through");
+    }
+}
+
+/// This worker's parsed copy of a configuration.
+fn plugin(cfg: &DmConfig) -> Option<Rc<Plugin>> {
+    PLUGINS.with(|plugins| {
+        let mut plugins = plugins.borrow_mut();
+        if let Some((_, p)) = plugins.iter().find(|(id, _)| *id == cfg.id) {
+            return Some(Rc::clone(p));
+        }
+        if let Ok(live) = LIVE.lock() {
+            plugins.retain(|(id, _)| live.contains(id));
+        }
+        match Plugin::from_slice(&cfg.text) {
+            Ok(p) => {
+                let p = Rc::new(p);
+                plugins.push((cfg.id, Rc::clone(&p)));
+                Some(p)
+            }
+            Err(e) => {
+                log::error!("api-agent configuration rejected on a worker: {e}");
+                None
+            }
+        }
+    })
+}
+
+/// What reaches a stream from outside its header/body hooks.
+#[derive(Debug)]
+pub enum Deferred {
+    Callout(CalloutReply),
+    /// A timer's wake-up; the number tells a current timer from a replaced one.
+    Wake(u64),
+}
+
+/// A stream as Envoy holds it (see the re-entrancy note above).
+pub struct Slot {
+    envoy: Envoy,
+    stream: RefCell<Stream>,
+    pending: RefCell<Vec<Deferred>>,
+    /// A hook panicked: the stream was answered with a 500 and is left alone from then on.
+    poisoned: Cell<bool>,
+}
+
+impl Slot {
+    fn new(cfg: Arc<DmConfig>, envoy: Envoy) -> Slot {
+        let plugin = plugin(&cfg);
+        Slot {
+            envoy,
+            stream: RefCell::new(Stream::new(envoy, cfg, plugin)),
+            pending: RefCell::new(Vec::new()),
+            poisoned: Cell::new(false),
+        }
+    }
+
+    /// Runs one hook on the stream, then what was queued meanwhile; `busy` is the answer to a
+    /// re-entrant call. A panic becomes a 500 for this request.
+    fn run(&self, busy: u32, f: impl FnOnce(&mut Stream) -> u32) -> u32 {
+        if self.poisoned.get() {
+            return ffi::CONTINUE;
+        }
+        let Ok(mut stream) = self.stream.try_borrow_mut() else {
+            return busy;
+        };
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let action = f(&mut stream);
+            loop {
+                let queued = std::mem::take(&mut *self.pending.borrow_mut());
+                if queued.is_empty() {
+                    break;
+                }
+                for d in queued {
+                    stream.on_deferred(d);
+                }
+            }
+            stream.sync_wake();
+            action
+        }));
+        drop(stream);
+        result.unwrap_or_else(|_| self.panicked())
+    }
+
+    fn panicked(&self) -> u32 {
+        self.poisoned.set(true);
+        let err = crate::openai::answer::error("internal error in the api-agent filter", "api_error", "internal_error");
+        self.envoy.send_response(
+            500,
+            &[("content-type", crate::openai::answer::JSON)],
+            err.to_string().as_bytes(),
+            "api_agent_panic",
+        );
+        ffi::STOP
+    }
+
+    fn request_headers(&self, eos: bool) -> u32 {
+        self.run(ffi::CONTINUE, |s| s.on_request_headers(eos))
+    }
+
+    fn request_body(&self, eos: bool) -> u32 {
+        self.run(ffi::CONTINUE, |s| s.on_request_body(eos))
+    }
+
+    fn request_trailers(&self) -> u32 {
+        self.run(ffi::CONTINUE, Stream::on_request_trailers)
+    }
+
+    fn response_headers(&self, eos: bool) -> u32 {
+        self.run(ffi::CONTINUE, |s| s.on_response_headers(eos))
+    }
+
+    fn response_body(&self, eos: bool) -> u32 {
+        self.run(ffi::CONTINUE, |s| s.on_response_body(eos))
+    }
+
+    fn response_trailers(&self) -> u32 {
+        self.run(ffi::CONTINUE, Stream::on_response_trailers)
+    }
+
+    fn stream_complete(&self) {
+        self.run(ffi::CONTINUE, |s| {
+            s.on_closed();
+            ffi::CONTINUE
+        });
+    }
+
+    /// A callout reply or a wake-up: handled now, or after the hook that is running.
+    fn deliver(&self, d: Deferred) {
+        self.pending.borrow_mut().push(d);
+        self.run(ffi::CONTINUE, |_| ffi::CONTINUE);
+    }
+
+    fn destroy(&self) {
+        if let Ok(mut s) = self.stream.try_borrow_mut() {
+            let _ = catch_unwind(AssertUnwindSafe(|| s.on_destroy()));
+        }
+    }
+}
