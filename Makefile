@@ -97,7 +97,7 @@ oci: build
 deploy-test: oci $(VENV)/.ok
 	ENVOY=$(ENVOY) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
 
-test: setup unit e2e acceptance deploy-test
+test: setup unit e2e acceptance deploy-test check-dm-symbols e2e-dm
 
 cli:
 	cargo build --release --bin api-agent
@@ -109,6 +109,7 @@ lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --release --target $(TARGET) -- -D warnings
+	cargo clippy --all-targets --features dynamic-module -- -D warnings
 
 bench: setup build
 	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(abspath $(ENVOY)) --out $(abspath dist/bench.json) | tee dist/bench.log
