@@ -93,6 +93,7 @@ fn handle(i: usize, outcome: Outcome) {
             let (api, next) = ROOT
                 .with(|r| r.borrow().servers.get(i).map(|s| (s.listing.api, s.listing.next_at)))
                 .unwrap_or_default();
+            super::metrics::mcp_listing(api, "failed");
             log::warn!(
                 "MCP tools/list of apis[{api}] failed: {why}; its tools stay as they were, next try in {} ms",
                 next.saturating_sub(now_ms())
@@ -132,6 +133,7 @@ fn swap(i: usize, list: &serde_json::Value) {
     match cfg.with_mcp_tools(api, list) {
         Ok(next) => {
             let names: Vec<String> = next.tools.iter().filter(|t| t.api == api).map(|t| t.name.clone()).collect();
+            super::metrics::mcp_listing(api, "listed");
             log::info!("MCP tools of apis[{api}] listed: {} tool(s): {}", names.len(), names.join(", "));
             let next = Rc::new(next);
             super::sessions::moved(&cfg, &next);
@@ -143,7 +145,10 @@ fn swap(i: usize, list: &serde_json::Value) {
                 }
             });
         }
-        Err(e) => log::warn!("MCP tools/list of apis[{api}] refused: {e}; its tools stay as they were"),
+        Err(e) => {
+            super::metrics::mcp_listing(api, "refused");
+            log::warn!("MCP tools/list of apis[{api}] refused: {e}; its tools stay as they were");
+        }
     }
 }
 

@@ -65,3 +65,9 @@ pub fn emit(r: &Report) {
         }
     }
 }
+
+/// One MCP `tools/list` run of the server `apis[api]`: `listed`, `failed` (kept its last tools) or
+/// `refused` (the list did not load).
+pub fn mcp_listing(api: usize, outcome: &str) {
+    count(format!("api_agent.mcp_listings.api.{api}.outcome.{outcome}"), 1);
+}

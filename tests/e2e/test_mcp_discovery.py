@@ -34,6 +34,16 @@ def start_gateway(mocks, wasm, envoy_binary, port, workdir) -> tuple[Gateway, En
     return Gateway(envoy), envoy
 
 
+def listing_counts(envoy: Envoy) -> dict[str, int]:
+    """`api_agent.mcp_listings` of apis[0] by outcome, from Envoy's admin /stats."""
+    import json
+    import urllib.request
+    with urllib.request.urlopen(f"http://{envoy.admin}/stats?format=json&filter=mcp_listings", timeout=5) as r:
+        stats = json.loads(r.read())["stats"]
+    prefix = "wasmcustom.api_agent.mcp_listings.api.0.outcome."
+    return {s["name"][len(prefix):]: s["value"] for s in stats if s.get("name", "").startswith(prefix)}
+
+
 def wait_ready(gateway: Gateway, q: str, timeout_s: float = 15):
     """Asks until the gateway stops answering 503 (its tools are listed); the last reply."""
     deadline = time.monotonic() + timeout_s
@@ -75,6 +85,9 @@ def test_requests_before_any_tool_get_a_503_until_the_server_is_up(mocks, wasm, 
         mocks.llm.script(q, tool_calls(("c1", "forecast", {"city": "Oslo"})), "Sunny.")
         assert answer_of(wait_ready(gateway, q, timeout_s=20)) == "Sunny."
         assert tool_results(mocks, q) == {"c1": "Oslo: sunny for 1 day(s), 21 °C"}
+        # Each listing is counted: failures while the server was down, then the listing that worked.
+        counts = listing_counts(envoy)
+        assert counts.get("failed", 0) >= 1 and counts.get("listed") == 1, counts
     finally:
         envoy.stop()
         if server:
