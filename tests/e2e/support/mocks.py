@@ -51,10 +51,21 @@ class Response:
     content_type: str = "application/json"
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)   # extra response headers
+    # A model that produces its text slowly: these content deltas, `gap_s` apart. A request with
+    # `stream: true` gets them as SSE chunks as they are produced; any other gets `body` at the end.
+    deltas: list[str] | None = None
+    gap_s: float = 0.0
 
     @classmethod
     def json(cls, obj, status: int = 200, delay_s: float = 0.0) -> "Response":
         return cls(status, json.dumps(obj, ensure_ascii=False).encode(), delay_s=delay_s)
+
+    @classmethod
+    def slow(cls, text: str, model: str, deltas: int = 20, gap_s: float = 0.05) -> "Response":
+        """A completion of `text` that takes `deltas` x `gap_s` to produce (streamed if asked)."""
+        size = max(1, -(-len(text) // deltas))
+        parts = [text[i:i + size] for i in range(0, len(text), size)]
+        return cls(200, json.dumps(completion(text, model), ensure_ascii=False).encode(), deltas=parts, gap_s=gap_s)
 
     def text(self) -> str:
         return self.body.decode("utf-8", "replace")
@@ -106,6 +117,11 @@ class _Handler(BaseHTTPRequestHandler):
         resp = self.server.mock.answer(rec)
         if resp.delay_s:
             time.sleep(resp.delay_s)
+        if resp.deltas is not None:
+            if _asks_stream(rec):
+                self._stream(resp)
+                return
+            time.sleep(resp.gap_s * len(resp.deltas))
         self.send_response(resp.status)
         self.send_header("Content-Type", resp.content_type)
         self.send_header("Content-Length", str(len(resp.body)))
@@ -113,6 +129,29 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(resp.body)
+
+    def _stream(self, resp: Response) -> None:
+        """The deltas as chat.completion.chunk events, each flushed when it is produced."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        base = {"id": f"chatcmpl-mock-{time.monotonic_ns()}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": json.loads(resp.body).get("model", "mock-model")}
+        chunks = [{"role": "assistant", "content": ""}] + [{"content": d} for d in resp.deltas]
+        for i, delta in enumerate(chunks):
+            if i > 0:
+                time.sleep(resp.gap_s)
+            self._chunk({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        self._chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": dict(USAGE)})
+        self._chunk(None)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _chunk(self, obj) -> None:
+        data = b"data: " + (json.dumps(obj).encode() if obj is not None else b"[DONE]") + b"\n\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
@@ -257,6 +296,13 @@ def completion(content: str, model: str) -> dict:
 def _llm_error(status: int, message: str) -> Response:
     return Response.json({"error": {"message": message, "type": "invalid_request_error",
                                     "param": None, "code": None}}, status)
+
+
+def _asks_stream(rec: Recorded) -> bool:
+    try:
+        return rec.json().get("stream") is True
+    except (ValueError, AttributeError):
+        return False
 
 
 def _question_of(rec: Recorded) -> str | None:

@@ -1,0 +1,62 @@
+"""Issue 14, the contract live streaming must meet on this host: a streaming client gets the final answer's
+deltas while the model still produces them, not when the loop ends. Not built yet: strict xfail, so the
+tests fail loudly (XPASS) once it works and the marks must go."""
+from __future__ import annotations
+
+import http.client
+import json
+import time
+
+import pytest
+
+from support.agent import CHAT_PATH, CLIENT_HEADERS, CLIENT_MODEL, LLM_MODEL
+from support.mocks import Response
+from support.react import action, final
+from test_native import tool_calls
+
+ANSWER = "It is cold in Oslo today: minus four degrees, a light wind from the north and some snow later."
+DELTAS, GAP_S = 20, 0.05
+# The answer's deltas span ~0.9 s; the first must come well before the last one was produced.
+MARGIN_S = 0.4
+
+pytestmark = pytest.mark.xfail(strict=True, reason="issue 14: live streaming on the dynamic module is not built")
+
+
+def stream_times(port: int, q: str) -> tuple[float, float, str]:
+    """(first answer content, end of stream) in seconds from the request, and the answer's text."""
+    body = json.dumps({"model": CLIENT_MODEL, "messages": [{"role": "user", "content": q}], "stream": True})
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    t0 = time.perf_counter()
+    conn.request("POST", CHAT_PATH, body, {**CLIENT_HEADERS, "content-type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("content-type", "").startswith("text/event-stream")
+    first, text = None, ""
+    while line := resp.readline():
+        if not line.startswith(b"data: {"):
+            continue
+        choices = json.loads(line[6:]).get("choices") or [{}]
+        content = (choices[0].get("delta") or {}).get("content")
+        if content:
+            first = first if first is not None else time.perf_counter() - t0
+            text += content
+    conn.close()
+    assert first is not None, "no answer content in the stream"
+    return first, time.perf_counter() - t0, text
+
+
+def test_react_final_answer_deltas_arrive_as_produced(gateway, mocks):
+    q = "Live: the weather in Oslo (ReAct)."
+    mocks.llm.script(q, action("get_weather_now", {"location": "Oslo"}),
+                     Response.slow(final(ANSWER), LLM_MODEL, DELTAS, GAP_S))
+    first, end, text = stream_times(gateway.port, q)
+    assert text == ANSWER
+    assert first < end - MARGIN_S, f"first answer token at {first:.3f} s, stream ended at {end:.3f} s"
+
+
+def test_native_final_answer_deltas_arrive_as_produced(gateways, mocks):
+    q = "Live: the weather in Oslo (native)."
+    mocks.llm.script(q, tool_calls(("c1", "get_weather_now", {"location": "Oslo"})),
+                     Response.slow(ANSWER, LLM_MODEL, DELTAS, GAP_S))
+    first, end, text = stream_times(gateways(mode="native").port, q)
+    assert text == ANSWER
+    assert first < end - MARGIN_S, f"first answer token at {first:.3f} s, stream ended at {end:.3f} s"
