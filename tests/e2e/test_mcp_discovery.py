@@ -85,9 +85,10 @@ def test_requests_before_any_tool_get_a_503_until_the_server_is_up(mocks, wasm, 
         mocks.llm.script(q, tool_calls(("c1", "forecast", {"city": "Oslo"})), "Sunny.")
         assert answer_of(wait_ready(gateway, q, timeout_s=20)) == "Sunny."
         assert tool_results(mocks, q) == {"c1": "Oslo: sunny for 1 day(s), 21 °C"}
-        # Each listing is counted: failures while the server was down, then the listing that worked.
+        # Each listing is counted: failures while the server was down, then the listing that worked (each
+        # of Envoy's Wasm VMs, main thread and worker, lists for itself: counts add up across them).
         counts = listing_counts(envoy)
-        assert counts.get("failed", 0) >= 1 and counts.get("listed") == 1, counts
+        assert counts.get("failed", 0) >= 1 and counts.get("listed", 0) >= 1, counts
     finally:
         envoy.stop()
         if server:
