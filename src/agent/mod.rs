@@ -6,6 +6,7 @@ mod approval;
 mod batch;
 mod convo;
 mod format;
+pub mod host;
 mod mcp;
 mod native;
 mod protocol;

@@ -41,7 +41,7 @@ impl Hook {
 
 /// What the running hook should do: let the data go on, or hold it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Act {
+pub enum Act {
     Continue,
     Stop,
 }
@@ -316,30 +316,10 @@ impl Stream {
         act
     }
 
-    /// Runs the agent's commands; a dispatch Envoy refuses goes straight back as a failed call.
-    fn run(&mut self, mut commands: Vec<Command>) -> Act {
-        let mut act = Act::Stop;
-        self.wake = None;
-        while !commands.is_empty() {
-            let mut next = Vec::new();
-            for c in commands {
-                match c {
-                    Command::Forward { body } => act = self.forward(&body),
-                    Command::Dispatch(call) => {
-                        if let Err(failure) = self.dispatch(&call) {
-                            if let Some(agent) = self.agent.as_mut() {
-                                next.extend(
-                                    agent.handle(Event::CallFailed { id: call.id, failure: &failure }, now_ms()),
-                                );
-                            }
-                        }
-                    }
-                    Command::Reply(reply) => act = self.reply(reply),
-                    Command::WakeAt(at) => self.wake = Some(at),
-                }
-            }
-            commands = next;
-        }
+    /// Runs the agent's commands (`agent::host::run`, as the Proxy-Wasm shim does).
+    fn run(&mut self, commands: Vec<Command>) -> Act {
+        let (act, wake) = crate::agent::host::run(self, commands);
+        self.wake = wake;
         act
     }
 
@@ -525,5 +505,33 @@ fn classify(status: Option<u16>, body: &[u8]) -> Option<Failure> {
             Some(Failure::Broken(String::from_utf8_lossy(body).into_owned()))
         }
         Some(_) => None,
+    }
+}
+
+impl crate::agent::host::Host for Stream {
+    type Action = Act;
+
+    fn holding(&self) -> Act {
+        Act::Stop
+    }
+
+    fn forward(&mut self, body: &[u8]) -> Act {
+        Stream::forward(self, body)
+    }
+
+    fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
+        Stream::dispatch(self, call)
+    }
+
+    fn reply(&mut self, reply: Reply) -> Act {
+        Stream::reply(self, reply)
+    }
+
+    fn agent(&mut self) -> Option<&mut Agent> {
+        self.agent.as_mut()
+    }
+
+    fn now_ms(&self) -> u64 {
+        now_ms()
     }
 }

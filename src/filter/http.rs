@@ -156,31 +156,10 @@ impl Http {
         self.report();
     }
 
-    /// Runs the agent's commands; the result is what the current callback returns. A dispatch the
-    /// host refuses is fed straight back to the agent as a failed call.
-    fn run(&mut self, mut commands: Vec<Command>) -> u32 {
-        let mut action = PAUSE;
-        self.wake = None;
-        while !commands.is_empty() {
-            let mut next = Vec::new();
-            for c in commands {
-                match c {
-                    Command::Forward { body } => action = self.forward(&body),
-                    Command::Dispatch(call) => {
-                        if let Err(failure) = self.dispatch(&call) {
-                            if let Some(agent) = self.agent.as_mut() {
-                                next.extend(
-                                    agent.handle(Event::CallFailed { id: call.id, failure: &failure }, now_ms()),
-                                );
-                            }
-                        }
-                    }
-                    Command::Reply(reply) => action = self.reply(reply),
-                    Command::WakeAt(at) => self.wake = Some(at),
-                }
-            }
-            commands = next;
-        }
+    /// Runs the agent's commands (`agent::host::run`); the result is what the current callback returns.
+    fn run(&mut self, commands: Vec<Command>) -> u32 {
+        let (action, wake) = crate::agent::host::run(self, commands);
+        self.wake = wake;
         action
     }
 
@@ -394,6 +373,34 @@ impl Http {
             return CONTINUE;
         }
         self.on_response_end()
+    }
+}
+
+impl crate::agent::host::Host for Http {
+    type Action = u32;
+
+    fn holding(&self) -> u32 {
+        PAUSE
+    }
+
+    fn forward(&mut self, body: &[u8]) -> u32 {
+        Http::forward(self, body)
+    }
+
+    fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
+        Http::dispatch(self, call)
+    }
+
+    fn reply(&mut self, reply: Reply) -> u32 {
+        Http::reply(self, reply)
+    }
+
+    fn agent(&mut self) -> Option<&mut Agent> {
+        self.agent.as_mut()
+    }
+
+    fn now_ms(&self) -> u64 {
+        now_ms()
     }
 }
 

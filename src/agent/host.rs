@@ -1,0 +1,48 @@
+//! What a host does with the agent's commands: the one loop both shims (Proxy-Wasm, dynamic module)
+//! run, so that "a dispatch the host refuses goes straight back to the agent as a failed call" and the
+//! wake-up bookkeeping live in one place.
+
+use super::{Agent, Call, Command, Event, Failure, Reply};
+
+/// The few things a host does for the agent; the callback's result type is the host's own.
+pub trait Host {
+    /// What the current host callback returns (continue, pause, stop).
+    type Action: Copy;
+    /// The action when no command decides otherwise: keep the stream held.
+    fn holding(&self) -> Self::Action;
+    /// Send `body` upstream in place of the client's request.
+    fn forward(&mut self, body: &[u8]) -> Self::Action;
+    /// Start a callout; `Err` when the host refuses it.
+    fn dispatch(&mut self, call: &Call) -> Result<(), Failure>;
+    /// Answer the client.
+    fn reply(&mut self, reply: Reply) -> Self::Action;
+    fn agent(&mut self) -> Option<&mut Agent>;
+    fn now_ms(&self) -> u64;
+}
+
+/// Runs `commands`, and what refused dispatches lead to. Returns the callback's action and the time
+/// of the wake-up the agent asked for last (none: it waits for nothing).
+pub fn run<H: Host>(host: &mut H, mut commands: Vec<Command>) -> (H::Action, Option<u64>) {
+    let mut action = host.holding();
+    let mut wake = None;
+    while !commands.is_empty() {
+        let mut next = Vec::new();
+        for c in commands {
+            match c {
+                Command::Forward { body } => action = host.forward(&body),
+                Command::Dispatch(call) => {
+                    if let Err(failure) = host.dispatch(&call) {
+                        let now = host.now_ms();
+                        if let Some(agent) = host.agent() {
+                            next.extend(agent.handle(Event::CallFailed { id: call.id, failure: &failure }, now));
+                        }
+                    }
+                }
+                Command::Reply(reply) => action = host.reply(reply),
+                Command::WakeAt(at) => wake = Some(at),
+            }
+        }
+        commands = next;
+    }
+    (action, wake)
+}
