@@ -119,3 +119,24 @@ fn bad_rules_are_named_by_path() {
         assert_eq!(error(cfg), message);
     }
 }
+
+#[test]
+fn secrets_of_every_rule_once_longest_first() {
+    // Repeats that are not neighbours after sorting by length alone (sk-k2, sk-k3, sk-k2).
+    let mut a = rule("a", "_match_route_", json!(["r"]));
+    a["llm"]["apiKey"] = json!("sk-long-key-1");
+    let mut b = rule("b", "_match_route_", json!(["s"]));
+    b["llm"]["apiKey"] = json!("sk-k3");
+    let mut g = agent("g");
+    g["llm"]["apiKey"] = json!("sk-k2");
+    g["_rules_"] = json!([a, b, {"llm": {"apiKey": "sk-k2", "serviceName": "x", "servicePort": 1, "path": "/p"}, "apis": agent("z")["apis"], "_match_route_": ["t"]}]);
+    let p = Plugin::from_value(&g).unwrap();
+    assert_eq!(p.secrets(), ["sk-long-key-1", "sk-k2", "sk-k3"]);
+    let (warnings, lines) = p.startup_lines();
+    assert!(warnings.is_empty());
+    assert_eq!(lines.len(), 4);
+    assert!(
+        lines[0].starts_with("api-agent configured (global)")
+            && lines[3].starts_with("api-agent configured (_rules_[2])")
+    );
+}

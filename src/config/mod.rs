@@ -16,7 +16,7 @@ use serde_json::Value;
 use std::fmt;
 
 pub use refresh::McpSource;
-pub use rules::{Matcher, Plugin, RequestKeys, Rule, CONSUMER_HEADER};
+pub use rules::{sort_secrets, Matcher, Plugin, RequestKeys, Rule, CONSUMER_HEADER};
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 15;
 pub const DEFAULT_TIMEOUT_MS: u64 = 50_000;

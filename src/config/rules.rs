@@ -104,6 +104,39 @@ impl Plugin {
         self.global.iter().chain(self.rules.iter().map(|r| &r.config))
     }
 
+    /// Every secret of every configuration, for log redaction: longest first (a secret that contains
+    /// another is masked whole), each once.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.configs().flat_map(|c| c.secrets()).collect();
+        sort_secrets(&mut all);
+        all
+    }
+
+    /// What a host logs when the plugin starts, the same on every host: (warnings, summary lines).
+    pub fn startup_lines(&self) -> (Vec<String>, Vec<String>) {
+        let (mut warnings, mut lines) = (Vec::new(), Vec::new());
+        for (i, cfg) in self.configs().enumerate() {
+            let scope = match (i, self.global.is_some()) {
+                (0, true) => "global".to_string(),
+                (i, true) => format!("_rules_[{}]", i - 1),
+                (i, false) => format!("_rules_[{i}]"),
+            };
+            warnings.extend(cfg.warnings.iter().map(|w| format!("api-agent configuration ({scope}): {w}")));
+            lines.push(format!(
+                "api-agent configured ({scope}): {} tool(s) from {} API(s), mode {:?}, loop {:?}, LLM cluster '{}'",
+                cfg.tools.len(),
+                cfg.apis.len(),
+                cfg.mode,
+                cfg.loop_phase,
+                cfg.llm.upstream.cluster
+            ));
+        }
+        if self.global.is_none() {
+            lines.push("api-agent: no global configuration; requests that no rule matches pass through".into());
+        }
+        (warnings, lines)
+    }
+
     /// Whether some rule needs the route name (reading it costs a host call per request).
     pub fn needs_route(&self) -> bool {
         self.rules.iter().any(|r| matches!(r.matcher, Matcher::Routes { .. } | Matcher::RoutePrefixes { .. }))
@@ -122,6 +155,12 @@ impl Plugin {
             .iter()
             .any(|r| matches!(&r.matcher, Matcher::RoutePrefixes { consumers, .. } if !consumers.is_empty()))
     }
+}
+
+/// Longest first, then by text, so that `dedup` removes every repeat.
+pub fn sort_secrets(secrets: &mut Vec<String>) {
+    secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    secrets.dedup();
 }
 
 fn parse_rule(i: usize, rule: &Value) -> Result<Rule, ConfigError> {

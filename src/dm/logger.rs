@@ -30,9 +30,7 @@ pub fn read_level() {
 pub fn add_secrets(mut more: Vec<String>) {
     if let Ok(mut secrets) = SECRETS.write() {
         secrets.append(&mut more);
-        // Longest first, so that a secret containing another is masked whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
+        crate::config::sort_secrets(&mut secrets);
     }
 }
 

@@ -68,7 +68,7 @@ fn config_new(envoy: EnvoyConfig, name: &[u8], text: Vec<u8>) -> Option<Arc<DmCo
         }
     };
     describe(&plugin);
-    logger::add_secrets(plugin.configs().flat_map(|c| c.secrets()).collect());
+    logger::add_secrets(plugin.secrets());
     let id = NEXT_CONFIG.fetch_add(1, Ordering::Relaxed);
     if let Ok(mut live) = LIVE.lock() {
         live.insert(id);
@@ -84,27 +84,9 @@ fn config_destroy(cfg: &DmConfig) {
 
 /// The configuration's log lines, as the Wasm build writes them.
 fn describe(plugin: &Plugin) {
-    for (i, cfg) in plugin.configs().enumerate() {
-        let scope = match (i, plugin.global.is_some()) {
-            (0, true) => "global".to_string(),
-            (i, true) => format!("_rules_[{}]", i - 1),
-            (i, false) => format!("_rules_[{i}]"),
-        };
-        for w in &cfg.warnings {
-            log::warn!("api-agent configuration ({scope}): {w}");
-        }
-        log::info!(
-            "api-agent configured ({scope}): {} tool(s) from {} API(s), mode {:?}, loop {:?}, LLM cluster '{}'",
-            cfg.tools.len(),
-            cfg.apis.len(),
-            cfg.mode,
-            cfg.loop_phase,
-            cfg.llm.upstream.cluster
-        );
-    }
-    if plugin.global.is_none() {
-        log::info!("api-agent: no global configuration; requests that no rule matches pass through");
-    }
+    let (warnings, lines) = plugin.startup_lines();
+    warnings.iter().for_each(|w| log::warn!("{w}"));
+    lines.iter().for_each(|l| log::info!("{l}"));
 }
 
 /// This worker's parsed copy of a configuration.

@@ -103,31 +103,10 @@ pub extern "C" fn proxy_on_configure(_id: u32, _size: usize) -> u32 {
     match Plugin::from_slice(&bytes) {
         Ok(plugin) => {
             sessions::clear();
-            let mut secrets: Vec<String> = plugin.configs().flat_map(|c| c.secrets()).collect();
-            secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-            secrets.dedup();
-            logger::set_secrets(secrets);
-            for (i, cfg) in plugin.configs().enumerate() {
-                let scope = match (i, plugin.global.is_some()) {
-                    (0, true) => "global".to_string(),
-                    (i, true) => format!("_rules_[{}]", i - 1),
-                    (i, false) => format!("_rules_[{i}]"),
-                };
-                for w in &cfg.warnings {
-                    log::warn!("api-agent configuration ({scope}): {w}");
-                }
-                log::info!(
-                    "api-agent configured ({scope}): {} tool(s) from {} API(s), mode {:?}, loop {:?}, LLM cluster '{}'",
-                    cfg.tools.len(),
-                    cfg.apis.len(),
-                    cfg.mode,
-                    cfg.loop_phase,
-                    cfg.llm.upstream.cluster
-                );
-            }
-            if plugin.global.is_none() {
-                log::info!("api-agent: no global configuration; requests that no rule matches pass through");
-            }
+            logger::set_secrets(plugin.secrets());
+            let (warnings, lines) = plugin.startup_lines();
+            warnings.iter().for_each(|w| log::warn!("{w}"));
+            lines.iter().for_each(|l| log::info!("{l}"));
             discovery::configure(&plugin);
             VM.with(|vm| vm.borrow_mut().plugin = Some(Rc::new(plugin)));
             discovery::tick();
