@@ -77,7 +77,15 @@ fn completion(content: &str) -> Vec<u8> {
 
 /// One whole request through the agent: `calls` tool calls, then the final answer.
 fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[u8]) -> usize {
-    let meta = RequestMeta { id: "b".into(), now_ms: 0, unix_s: 0, seed: 1, steps: false, context_headers: Vec::new() };
+    let meta = RequestMeta {
+        id: "b".into(),
+        now_ms: 0,
+        unix_s: 0,
+        seed: 1,
+        steps: false,
+        context_headers: Vec::new(),
+        live: false,
+    };
     let mut agent = Agent::new(Rc::clone(cfg), meta);
     let mut turn = turns.iter();
     let mut cmds = agent.handle(Event::ClientRequest { body: request }, 1);
@@ -106,6 +114,8 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
                 agent.handle(Event::CallReply { id: c.id, status: 200, headers: &[], body: tool_reply }, 3)
             }
             Command::WakeAt(_) => agent.handle(Event::Wake, 4),
+            // Only for live hosts; this one is not.
+            Command::Open(_) | Command::Send(_) => Vec::new(),
         };
     }
 }

@@ -301,8 +301,15 @@ fn an_early_wake_up_keeps_the_retry_waiting() {
     use api_agent::agent::{Agent, Command, Event, RequestMeta};
     let cfg =
         std::rc::Rc::new(api_agent::config::Config::from_slice(pets(json!({"loop": "request"})).as_bytes()).unwrap());
-    let meta =
-        RequestMeta { id: "w".into(), now_ms: 1000, unix_s: 1, seed: 3, steps: false, context_headers: Vec::new() };
+    let meta = RequestMeta {
+        id: "w".into(),
+        now_ms: 1000,
+        unix_s: 1,
+        seed: 3,
+        steps: false,
+        context_headers: Vec::new(),
+        live: false,
+    };
     let mut agent = Agent::new(cfg, meta);
     let cmds = agent.handle(Event::ClientRequest { body: user("Pets?").to_string().as_bytes() }, 1000);
     let Some(Command::Dispatch(call)) = cmds.first() else { panic!("{cmds:?}") };

@@ -309,7 +309,15 @@ fn tools_json_is_one_group_per_configuration() {
 fn core_first_request(mode: Mode, question: &str, stream: bool) -> Vec<u8> {
     let mut cfg = demo_config();
     cfg.mode = mode;
-    let meta = RequestMeta { id: "t".into(), now_ms: 0, unix_s: 0, seed: 1, steps: false, context_headers: Vec::new() };
+    let meta = RequestMeta {
+        id: "t".into(),
+        now_ms: 0,
+        unix_s: 0,
+        seed: 1,
+        steps: false,
+        context_headers: Vec::new(),
+        live: false,
+    };
     let mut agent = Agent::new(Rc::new(cfg), meta);
     let mut body = json!({"messages": [{"role": "user", "content": question}], "model": "demo-react-model"});
     if stream {

@@ -1,7 +1,9 @@
 //! Fuzzing the agent state machine: arbitrary LLM replies (well-formed turns, junk, errors, huge or
 //! empty bodies), arbitrary failures and timings, in both modes and both loops. Properties: no panic,
 //! no stuck state (every run ends with exactly one reply within a bounded number of events, whatever
-//! the answers), never an empty answer, and every reply fits the configured bound.
+//! the answers), never an empty answer, and every reply fits the configured bound. Both hosts: with
+//! `live` (the dynamic module) the LLM turns are streamed callouts fed in arbitrary pieces, junk SSE
+//! included, and the whole response (what was streamed live, then the reply) is checked.
 //!
 //! A short run is part of `cargo test`; a long one: `PROPTEST_CASES=100000 cargo test --release --test
 //! fuzz_agent` (`make fuzz`).
@@ -11,7 +13,7 @@ mod common;
 
 use api_agent::agent::{Agent, Command, Event, Failure, RequestMeta};
 use api_agent::config::Config;
-use common::{completion, config, spec_text};
+use common::{completion, config, spec_text, sse_in};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::rc::Rc;
@@ -27,6 +29,8 @@ enum Answer {
     Calls(Vec<(String, String)>),
     /// Any status and body.
     Raw(u16, Vec<u8>),
+    /// A 200 `text/event-stream` body of any bytes (as a streamed call sees it).
+    Sse(Vec<u8>),
     Timeout,
     Reset,
     NotSent,
@@ -64,6 +68,12 @@ fn answer_strategy() -> impl Strategy<Value = Answer> {
         2 => (prop::sample::select(vec![200u16, 204, 400, 401, 429, 500, 502, 503, 504]),
               prop::collection::vec(any::<u8>(), 0..64)).prop_map(|(s, b)| Answer::Raw(s, b)),
         1 => Just(Answer::Raw(200, br#"{"choices":[]}"#.to_vec())),
+        1 => prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..64),
+            Just(b"data: {\"choices\":[{\"delta\":{\"content\":\"Final Answer: hi\"}}]}\n\ndata: [DONE]\n\n".to_vec()),
+            Just(b"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"name\":\"listPets\"}}]}}]}\n\n".to_vec()),
+            Just(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n".to_vec()),
+        ].prop_map(Answer::Sse),
         1 => Just(Answer::Raw(200, br#"{"choices":[{"message":{"role":"assistant","content":null}}]}"#.to_vec())),
         1 => Just(Answer::Timeout),
         1 => Just(Answer::Reset),
@@ -99,8 +109,35 @@ fn http(a: &Answer) -> Option<(u16, Vec<u8>)> {
             Some((200, completion(json!({"role": "assistant", "content": null, "tool_calls": calls})).into_bytes()))
         }
         Answer::Raw(s, b) => Some((*s, b.clone())),
+        Answer::Sse(b) => Some((200, b.clone())),
         _ => None,
     }
+}
+
+/// A streamed call's head and body: a completion becomes SSE; raw replies stay as they are.
+/// Status, headers, body.
+type Http = (u16, Vec<(String, String)>, Vec<u8>);
+
+fn streamed(a: &Answer) -> Option<Http> {
+    let sse = || vec![("content-type".to_string(), "text/event-stream".to_string())];
+    match a {
+        Answer::Text(_) | Answer::Calls(_) => {
+            let (status, body) = http(a)?;
+            // Big answers in bigger deltas: a few hundred events, not tens of thousands.
+            let delta = (body.len() / 256).max(4);
+            Some((status, sse(), sse_in(&String::from_utf8(body).ok()?, delta).into_bytes()))
+        }
+        Answer::Sse(b) => Some((200, sse(), b.clone())),
+        other => http(other).map(|(s, b)| (s, vec![("content-type".to_string(), "application/json".to_string())], b)),
+    }
+}
+
+/// What the client got: the status, the bytes streamed live (`Open` and `Send`), and the reply.
+struct Got {
+    status: u16,
+    opened: Option<u16>,
+    live: Vec<u8>,
+    body: Vec<u8>,
 }
 
 fn failure(a: &Answer) -> Failure {
@@ -112,8 +149,8 @@ fn failure(a: &Answer) -> Failure {
 }
 
 /// Runs one request to its end, answering every LLM call and tool call from `answers` (cycled) and
-/// moving the clock by `steps` (cycled). Returns the reply's status and body.
-fn drive(cfg: Rc<Config>, stream: bool, answers: &[Answer], steps: &[u64], seed: u64) -> (u16, Vec<u8>) {
+/// moving the clock by `steps` (cycled); a streamed call's body comes in pieces of `piece` bytes.
+fn drive(cfg: Rc<Config>, stream: bool, live: bool, answers: &[Answer], steps: &[u64], seed: u64, piece: usize) -> Got {
     let meta = RequestMeta {
         id: "f".into(),
         now_ms: 1_000,
@@ -121,31 +158,67 @@ fn drive(cfg: Rc<Config>, stream: bool, answers: &[Answer], steps: &[u64], seed:
         seed,
         steps: seed % 3 == 0,
         context_headers: Vec::new(),
+        live,
     };
     let mut agent = Agent::new(Rc::clone(&cfg), meta);
     let body = json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "List pets"}]});
     let mut now = 1_000u64;
     let mut pending: Vec<Command> = agent.handle(Event::ClientRequest { body: body.to_string().as_bytes() }, now);
     let mut next = 0usize;
+    let (mut opened, mut sent) = (None, Vec::new());
     let mut take = || {
         next += 1;
         answers[next % answers.len()].clone()
     };
-    for i in 0..MAX_EVENTS {
-        now += steps[i % steps.len()];
+    let mut i = 0;
+    while i < MAX_EVENTS {
         let Some(cmd) = pending.pop() else {
             panic!("stuck: no command and no reply after {i} events");
         };
+        // Bytes streamed live are not events: a long answer in small pieces sends many.
+        if !matches!(cmd, Command::Open(_) | Command::Send(_)) {
+            now += steps[i % steps.len()];
+            i += 1;
+        }
         let more = match cmd {
             Command::Reply(r) => {
                 assert!(agent.is_done());
                 assert!(pending.iter().all(|c| matches!(c, Command::WakeAt(_))), "commands after the reply");
-                return (r.status, r.body);
+                return Got { status: r.status, opened, live: sent, body: r.body };
+            }
+            Command::Open(r) => {
+                assert!(live && stream && opened.is_none(), "Open: only once, only live, only for a stream");
+                opened = Some(r.status);
+                sent.extend(r.body);
+                Vec::new()
+            }
+            Command::Send(data) => {
+                assert!(opened.is_some(), "Send before Open");
+                sent.extend(data);
+                Vec::new()
             }
             Command::WakeAt(at) => agent.handle(Event::Wake, now.max(at)),
             Command::Forward { .. } => {
                 let (status, body) = http(&take()).unwrap_or((503, b"upstream connect error".to_vec()));
                 agent.handle(Event::UpstreamReply { status, body: &body, headers_sent: true }, now)
+            }
+            Command::Dispatch(call) if call.stream => {
+                assert!(live && stream, "a streamed call without live streaming");
+                let a = take();
+                match streamed(&a) {
+                    Some((status, headers, body)) => {
+                        let mut out = agent.handle(Event::CallHead { id: call.id, status, headers: &headers }, now);
+                        // Small bodies byte by byte, big ones in at most ~64 pieces.
+                        for data in body.chunks(piece.max(body.len() / 64)) {
+                            out.extend(agent.handle(Event::CallData { id: call.id, data }, now));
+                        }
+                        out.extend(
+                            agent.handle(Event::CallReply { id: call.id, status, headers: &headers, body: &body }, now),
+                        );
+                        out
+                    }
+                    None => agent.handle(Event::CallFailed { id: call.id, failure: &failure(&a) }, now),
+                }
             }
             Command::Dispatch(call) => {
                 let a = take();
@@ -157,34 +230,61 @@ fn drive(cfg: Rc<Config>, stream: bool, answers: &[Answer], steps: &[u64], seed:
                 }
             }
         };
-        // Newest first, so a turn's tool calls interleave with wake-ups in varied orders.
-        pending.splice(0..0, more);
+        // Newest first, so a turn's tool calls interleave with wake-ups in varied orders; what a
+        // streamed call sent live goes out in order before anything else.
+        let (now_sent, later): (Vec<Command>, Vec<Command>) =
+            more.into_iter().partition(|c| matches!(c, Command::Open(_) | Command::Send(_)));
+        if later.iter().any(|c| matches!(c, Command::WakeAt(_))) {
+            // A host keeps one timer per request: the newest wake-up replaces the others.
+            pending.retain(|c| !matches!(c, Command::WakeAt(_)));
+        }
+        pending.splice(0..0, later);
+        pending.extend(now_sent.into_iter().rev());
     }
     panic!("no reply after {MAX_EVENTS} events");
 }
 
-fn check_reply(cfg: &Config, stream: bool, status: u16, body: &[u8]) {
+fn check_reply(cfg: &Config, stream: bool, got: &Got) {
+    let (status, body) = (got.status, &got.body);
     assert!(!body.is_empty(), "an empty body");
-    assert!(body.len() <= cfg.max_response_bytes.max(4096), "{} bytes over the bound", body.len());
+    let whole: Vec<u8> = got.live.iter().chain(body).copied().collect();
+    assert!(whole.len() <= cfg.max_response_bytes.max(4096), "{} bytes over the bound", whole.len());
+    if got.opened.is_some() {
+        let text = String::from_utf8(whole).expect("UTF-8");
+        assert!(text.starts_with("data: {") && text.ends_with("data: [DONE]\n\n"), "a broken live stream: {text}");
+        return check_stream(&text);
+    }
     let text = String::from_utf8(body.to_vec()).expect("UTF-8");
     if status != 200 || text.contains("\"error\"") {
         return;
     }
     if stream && text.starts_with("data: ") {
-        let content: String = text
-            .split("\n\n")
-            .filter_map(|e| e.strip_prefix("data: "))
-            .filter(|d| *d != "[DONE]")
-            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-            .filter_map(|c| c.pointer("/choices/0/delta/content").and_then(Value::as_str).map(str::to_string))
-            .collect();
-        assert!(!content.trim().is_empty() || text.contains("tool_calls"), "an empty streamed answer: {text}");
+        check_stream(&text);
     } else {
         let v: Value = serde_json::from_str(&text).expect("a JSON answer");
         let message = &v["choices"][0]["message"];
         let content = message["content"].as_str().unwrap_or("");
         assert!(!content.trim().is_empty() || message.get("tool_calls").is_some(), "an empty answer: {text}");
     }
+}
+
+/// An SSE answer: every event JSON (or a keep-alive comment), and some content unless it failed or
+/// returns tool calls.
+fn check_stream(text: &str) {
+    let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+    assert!(events.iter().all(|e| e.starts_with("data: ") || e.starts_with(": ")), "not SSE: {text}");
+    let chunks: Vec<Value> = events
+        .iter()
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str::<Value>(d).expect("a JSON event"))
+        .collect();
+    if chunks.iter().any(|c| c.get("error").is_some()) {
+        return;
+    }
+    let content: String =
+        chunks.iter().filter_map(|c| c.pointer("/choices/0/delta/content").and_then(Value::as_str)).collect();
+    assert!(!content.trim().is_empty() || text.contains("tool_calls"), "an empty streamed answer: {text}");
 }
 
 /// `PROPTEST_CASES`, or a short run for `cargo test`.
@@ -201,12 +301,14 @@ proptest! {
         request_loop in any::<bool>(),
         json_mode in prop::bool::weighted(0.2),
         stream in any::<bool>(),
+        live in any::<bool>(),
+        piece in prop::sample::select(vec![1usize, 7, 64, 1 << 20]),
         answers in prop::collection::vec(answer_strategy(), 1..12),
         steps in prop::collection::vec(prop::sample::select(vec![0u64, 1, 5, 50, 200, 1_000, 5_000, 20_000]), 1..6),
         seed in any::<u64>(),
     ) {
         let cfg = config_for(native, request_loop, json_mode);
-        let (status, body) = drive(Rc::clone(&cfg), stream, &answers, &steps, seed);
-        check_reply(&cfg, stream, status, &body);
+        let got = drive(Rc::clone(&cfg), stream, live, &answers, &steps, seed, piece);
+        check_reply(&cfg, stream, &got);
     }
 }

@@ -364,6 +364,7 @@ mod shared_sessions {
             seed: 1,
             steps: false,
             context_headers: Vec::new(),
+            live: false,
         };
         let mut a = Agent::new(cfg, meta);
         a.set_mcp_sessions(sessions);

@@ -92,6 +92,7 @@ impl ToolCall {
             headers: r.headers,
             body: r.body,
             timeout_ms,
+            stream: false,
         }
     }
 }
@@ -150,6 +151,12 @@ impl Convo {
             Mode::React => react::on_reply(self, cfg, reply),
             Mode::Native => native::on_reply(self, cfg, reply),
         })
+    }
+
+    /// Every later turn is asked for as a stream (live streaming), with its usage.
+    pub fn stream_turns(&mut self) {
+        self.base.insert("stream".into(), Value::Bool(true));
+        self.base.insert("stream_options".into(), serde_json::json!({"include_usage": true}));
     }
 
     /// The first request as a callout (`loop: request`): the same body as the forwarded one, but with

@@ -14,8 +14,18 @@ pub trait Host {
     fn forward(&mut self, body: &[u8]) -> Self::Action;
     /// Start a callout; `Err` when the host refuses it.
     fn dispatch(&mut self, call: &Call) -> Result<(), Failure>;
-    /// Answer the client.
+    /// Answer the client (after `open`: the rest of the response, and its end).
     fn reply(&mut self, reply: Reply) -> Self::Action;
+    /// Start the client's response while the request goes on; only hosts that set
+    /// `RequestMeta::live` are asked to.
+    fn open(&mut self, reply: Reply) -> Self::Action {
+        log::error!("this host cannot start a response early; {} bytes not sent", reply.body.len());
+        self.holding()
+    }
+    /// More of the response `open` started.
+    fn send(&mut self, data: &[u8]) {
+        log::error!("this host cannot stream a response; {} bytes not sent", data.len());
+    }
     fn agent(&mut self) -> Option<&mut Agent>;
     fn now_ms(&self) -> u64;
 }
@@ -39,6 +49,8 @@ pub fn run<H: Host>(host: &mut H, mut commands: Vec<Command>) -> (H::Action, Opt
                     }
                 }
                 Command::Reply(reply) => action = host.reply(reply),
+                Command::Open(reply) => action = host.open(reply),
+                Command::Send(data) => host.send(&data),
                 Command::WakeAt(at) => wake = Some(at),
             }
         }

@@ -7,6 +7,7 @@ mod batch;
 mod convo;
 mod format;
 pub mod host;
+mod live;
 mod mcp;
 mod native;
 mod protocol;
@@ -45,6 +46,9 @@ pub struct RequestMeta {
     pub steps: bool,
     /// The request headers that `context.headers` names: (label, value).
     pub context_headers: Vec<(String, String)>,
+    /// The host can stream callouts and answer the client while calls are pending (the dynamic
+    /// module): a streaming client gets its answer live (`agent::live`).
+    pub live: bool,
 }
 
 /// What the agent waits for next.
@@ -92,6 +96,8 @@ pub struct Agent {
     mcp_sessions: BTreeMap<usize, Option<String>>,
     /// MCP calls in flight, as they were before the step sent under each id.
     mcp_calls: BTreeMap<CallId, convo::ToolCall>,
+    /// Live streaming, for a streaming client on a host that declared it.
+    live: Option<live::Live>,
     state: State,
 }
 
@@ -150,6 +156,7 @@ impl Agent {
             last_llm_ms: None,
             mcp_sessions: BTreeMap::new(),
             mcp_calls: BTreeMap::new(),
+            live: None,
             state: State::AwaitRequest,
         }
     }
@@ -187,8 +194,15 @@ impl Agent {
     /// command is `WakeAt` with the time the agent wants `Event::Wake`.
     pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Vec<Command> {
         self.now = now_ms;
+        let keep_alive = match (&event, self.live.as_mut()) {
+            (Event::Wake, Some(live)) => live.keep_alive(now_ms).map(Command::Send),
+            _ => None,
+        };
         let state = std::mem::replace(&mut self.state, State::Done);
         let (state, mut commands) = self.step(state, event, now_ms);
+        if let Some(send) = keep_alive.filter(|_| !matches!(state, State::Done)) {
+            commands.insert(0, send);
+        }
         self.state = state;
         if let Some(at) = self.wake_at() {
             commands.push(Command::WakeAt(at));
@@ -204,7 +218,8 @@ impl Agent {
             State::Done => return None,
             _ => None,
         };
-        llm.into_iter().chain(tools).min()
+        let keep_alive = self.live.as_ref().and_then(live::Live::next_keep_alive);
+        llm.into_iter().chain(tools).chain(keep_alive).min()
     }
 
     fn step(&mut self, state: State, event: Event<'_>, now_ms: u64) -> Step {
@@ -214,11 +229,33 @@ impl Agent {
                 self.responding = headers_sent;
                 self.on_llm(c, status, body, now_ms)
             }
+            (State::AwaitLlm(id, c), Event::CallHead { id: got, status, headers }) if id == got => {
+                self.on_llm_head(id, c, status, headers)
+            }
+            (State::AwaitLlm(id, c), Event::CallData { id: got, data }) if id == got => {
+                let command = match self.live.as_mut().and_then(|l| l.data(id, data, &c.model, now_ms)) {
+                    Some((true, body)) => Some(self.opening(body)),
+                    Some((false, bytes)) => Some(Command::Send(bytes)),
+                    None => None,
+                };
+                (State::AwaitLlm(id, c), command.into_iter().collect())
+            }
+            (state, Event::CallHead { .. } | Event::CallData { .. }) => (state, Vec::new()),
             (State::AwaitLlm(id, c), Event::CallReply { id: got, status, headers, body }) if id == got => {
                 self.llm_answered(id, status, body, now_ms);
-                match self.retry_llm(now_ms, id, retry::status_wait(status, headers)) {
-                    true => (State::AwaitLlm(id, c), Vec::new()),
-                    false => self.on_llm(c, status, body, now_ms),
+                let relayed = self.live.as_ref().is_some_and(|l| l.relayed_in(id));
+                let streamed = self.live.as_mut().and_then(|l| l.end_turn(id));
+                let wait = retry::status_wait(status, headers).filter(|_| !relayed);
+                if self.retry_llm(now_ms, id, wait) {
+                    return (State::AwaitLlm(id, c), Vec::new());
+                }
+                match streamed {
+                    Some(Ok(completion)) if (200..300).contains(&status) => self.on_llm(c, status, &completion, now_ms),
+                    Some(Err(why)) if (200..300).contains(&status) => {
+                        self.llm = None;
+                        self.fail(AgentError::new(502, "llm_bad_reply", why))
+                    }
+                    _ => self.on_llm(c, status, body, now_ms),
                 }
             }
             (State::AwaitFormat(id, c, f, reason), Event::CallReply { id: got, status, headers, body })
@@ -280,9 +317,16 @@ impl Agent {
             Ok(t) => self.json = t,
             Err(e) => return self.fail(e),
         }
+        if self.meta.live && req.stream {
+            let id = format!("chatcmpl-{}", self.meta.id);
+            let relay = self.json.is_none();
+            let (mode, limit) = (self.cfg.mode, self.cfg.max_response_bytes);
+            self.live = Some(live::Live::new(mode, relay, req.include_usage, id, self.meta.unix_s, limit));
+        }
         let approved = approval::scan(&self.cfg, &mut req);
         if approved.is_empty() {
-            let first_by_callout = self.cfg.loop_phase == LoopPhase::Request;
+            // Live streaming needs every turn to be a streamed callout.
+            let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.live.is_some();
             return self.begin(req, first_by_callout, now_ms);
         }
         // Approved calls run first, by callout; the turns then run as in `loop: request`.
@@ -320,15 +364,20 @@ impl Agent {
 
     /// The conversation and its first LLM turn: forwarded through the route, or by callout.
     fn begin(&mut self, req: ChatRequest, first_by_callout: bool, now_ms: u64) -> Step {
-        let (c, body) = match Convo::start(&self.cfg, req, &self.meta) {
+        let (mut c, body) = match Convo::start(&self.cfg, req, &self.meta) {
             Ok(started) => started,
             Err(e) => return self.fail(e),
         };
         if first_by_callout {
             // Every turn is a callout, the first one too: it can be retried, and its failure still has
             // its own status.
-            let body = c.first_callout_body(&self.cfg, body);
-            let (id, call) = self.llm_call(body, now_ms);
+            let body = if self.live.is_some() {
+                c.stream_turns();
+                c.body(&self.cfg, self.cfg.llm.model.as_deref())
+            } else {
+                c.first_callout_body(&self.cfg, body)
+            };
+            let (id, call) = self.turn_call(body, now_ms);
             return (State::AwaitLlm(id, c), vec![Command::Dispatch(call)]);
         }
         if body.len() > self.cfg.max_response_bytes {
@@ -388,7 +437,9 @@ impl Agent {
                     return self.fail(e);
                 }
                 let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
-                self.on_tool_done(c, batch, now_ms)
+                let open = self.open_for_tools(&c.model, now_ms);
+                let (state, commands) = self.on_tool_done(c, batch, now_ms);
+                (state, open.into_iter().chain(commands).collect())
             }
             Err(e) => self.fail(e),
         }
@@ -435,7 +486,7 @@ impl Agent {
             return self.fail(e);
         }
         let body = c.observe(&self.cfg, observations);
-        let (id, call) = self.llm_call(body, now_ms);
+        let (id, call) = self.turn_call(body, now_ms);
         (State::AwaitLlm(id, c), vec![Command::Dispatch(call)])
     }
 
@@ -444,7 +495,12 @@ impl Agent {
         let failure = self.classify(id, failure, now_ms);
         self.sent.remove(&id);
         log::warn!("#{} LLM call {} {failure}", self.meta.id, id.0);
-        if self.retry_llm(now_ms, id, retry::failure_wait(&failure)) {
+        // A turn whose text the client already has cannot be asked again.
+        let relayed = self.live.as_ref().is_some_and(|l| l.relayed_in(id));
+        if let Some(l) = self.live.as_mut() {
+            l.end_turn(id);
+        }
+        if self.retry_llm(now_ms, id, retry::failure_wait(&failure).filter(|_| !relayed)) {
             return (state, Vec::new());
         }
         self.llm = None;
@@ -498,6 +554,9 @@ impl Agent {
         self.sent.insert(id, now_ms);
         let call = r.call.clone();
         self.llm = Some(r);
+        if let (true, Some(live)) = (call.stream, self.live.as_mut()) {
+            live.start_turn(id);
+        }
         let state = match state {
             State::AwaitLlm(_, c) => State::AwaitLlm(id, c),
             State::AwaitFormat(_, c, f, reason) => State::AwaitFormat(id, c, f, reason),
@@ -706,6 +765,41 @@ impl Agent {
         }
     }
 
+    /// An agent turn's LLM callout: streamed when the answer goes to the client live.
+    fn turn_call(&mut self, body: Vec<u8>, now_ms: u64) -> (CallId, Call) {
+        let (id, mut call) = self.llm_call(body, now_ms);
+        if let Some(live) = self.live.as_mut() {
+            call.stream = true;
+            if let Some(r) = self.llm.as_mut() {
+                r.call.stream = true;
+            }
+            live.start_turn(id);
+        }
+        (id, call)
+    }
+
+    /// The head of a streamed LLM turn: a 2xx SSE reply is read as it comes.
+    fn on_llm_head(&mut self, id: CallId, c: Convo, status: u16, headers: &[(String, String)]) -> Step {
+        let event_stream =
+            headers.iter().any(|(k, v)| k == "content-type" && v.to_ascii_lowercase().starts_with(answer::SSE));
+        if let Some(l) = self.live.as_mut() {
+            l.head_of(id, status, event_stream);
+        }
+        (State::AwaitLlm(id, c), Vec::new())
+    }
+
+    /// The client's stream starts with `body`: from now on a failure is an error event in it.
+    fn opening(&mut self, body: Vec<u8>) -> Command {
+        self.responding = true;
+        Command::Open(Reply { status: 200, content_type: answer::SSE, body })
+    }
+
+    /// Live streaming: the loop goes on to tools, so the client's stream starts now (once).
+    fn open_for_tools(&mut self, model: &str, now_ms: u64) -> Option<Command> {
+        let body = self.live.as_mut()?.open(model, now_ms)?;
+        Some(self.opening(body))
+    }
+
     /// An LLM callout carrying `body`.
     fn llm_call(&mut self, body: Vec<u8>, now_ms: u64) -> (CallId, Call) {
         let id = self.mint();
@@ -728,6 +822,7 @@ impl Agent {
             headers,
             body: Some(body),
             timeout_ms: self.bounded(llm.upstream.timeout_ms, now_ms),
+            stream: false,
         };
         self.expiry.insert(id, now_ms + call.timeout_ms);
         self.sent.insert(id, now_ms);
@@ -747,19 +842,22 @@ impl Agent {
             tool_calls,
             steps: self.steps.value(),
         };
-        let (content_type, body) = if self.stream {
-            (answer::SSE, answer::chunks(&a, self.include_usage))
-        } else {
-            (answer::JSON, answer::completion(&a))
+        let (content_type, body, sent) = match self.live.as_ref().filter(|l| l.is_open()) {
+            Some(live) => {
+                let rest = live.rest_of(content);
+                (answer::SSE, answer::rest(&a, &live.head(), &rest), live.sent_bytes)
+            }
+            None if self.stream => (answer::SSE, answer::chunks(&a, self.include_usage), 0),
+            None => (answer::JSON, answer::completion(&a), 0),
         };
-        if body.len() > self.cfg.max_response_bytes {
+        if sent + body.len() > self.cfg.max_response_bytes {
             return self.fail(AgentError::new(
                 502,
                 "response_too_large",
                 format!(
                     "the answer is {} bytes as sent, more than maxResponseBytes ({}); raise maxResponseBytes \
                      together with the listener's per_connection_buffer_limit_bytes",
-                    body.len(),
+                    sent + body.len(),
                     self.cfg.max_response_bytes
                 ),
             ));
@@ -782,11 +880,23 @@ impl Agent {
         // Before the upstream answered, the status is still ours to set: a plain JSON error, as
         // OpenAI sends for a rejected request, even when a stream was asked for.
         let (content_type, body) = match (self.responding, self.stream) {
-            (true, true) => (answer::SSE, answer::error_sse(&err)),
+            (true, true) => (answer::SSE, self.end_of_stream_error(err, e.code)),
             (true, false) => (answer::JSON, answer::late_error(err)),
             (false, _) => (answer::JSON, err.to_string().into_bytes()),
         };
         (State::Done, vec![Command::Reply(Reply { status: e.status, content_type, body })])
+    }
+
+    /// An error event, kept within maxResponseBytes after what a live stream already sent (a
+    /// long message gives way to a short one).
+    fn end_of_stream_error(&self, err: Value, code: &str) -> Vec<u8> {
+        let body = answer::error_sse(&err);
+        let sent = self.live.as_ref().map_or(0, |l| l.sent_bytes);
+        if sent + body.len() <= self.cfg.max_response_bytes {
+            return body;
+        }
+        let short = format!("the request failed ({code}); the details are in the gateway's log");
+        answer::error_sse(&answer::error(&short, "api_error", code))
     }
 
     fn mint(&mut self) -> CallId {
@@ -861,6 +971,8 @@ fn describe(e: &Event<'_>) -> String {
     match e {
         Event::ClientRequest { .. } => "client request".into(),
         Event::UpstreamReply { status, .. } => format!("upstream reply {status}"),
+        Event::CallHead { id, status, .. } => format!("head {status} of call {}", id.0),
+        Event::CallData { id, .. } => format!("data of call {}", id.0),
         Event::CallReply { id, status, .. } => format!("reply {status} to call {}", id.0),
         Event::CallFailed { id, .. } => format!("failure of call {}", id.0),
         Event::Wake => "wake-up".into(),

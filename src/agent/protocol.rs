@@ -38,6 +38,18 @@ pub enum Event<'a> {
         body: &'a [u8],
         headers_sent: bool,
     },
+    /// The status and headers of a streamed callout (`Call::stream`), before its body.
+    CallHead {
+        id: CallId,
+        status: u16,
+        headers: &'a [(String, String)],
+    },
+    /// The next bytes of a streamed callout's body, as they arrive. The call still ends with
+    /// `CallReply` (carrying the whole body) or `CallFailed`.
+    CallData {
+        id: CallId,
+        data: &'a [u8],
+    },
     /// A callout's reply; header names are lower case.
     CallReply {
         id: CallId,
@@ -64,6 +76,9 @@ pub struct Call {
     pub headers: Vec<(String, String)>,
     pub body: Option<Vec<u8>>,
     pub timeout_ms: u64,
+    /// Stream the reply: the host reports its head and body as they arrive (`CallHead`,
+    /// `CallData`). Asked only of hosts that declared live streaming (`RequestMeta::live`).
+    pub stream: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,7 +96,13 @@ pub enum Command {
         body: Vec<u8>,
     },
     Dispatch(Call),
-    /// The answer for the client; the request is over.
+    /// Start the client's response now (live streaming): status, headers and the first bytes; the
+    /// request goes on. Only for hosts that declared live streaming.
+    Open(Reply),
+    /// More bytes of the response `Open` started.
+    Send(Vec<u8>),
+    /// The answer for the client; the request is over. After `Open`, only its body is sent (the
+    /// rest of the stream).
     Reply(Reply),
     /// Send `Event::Wake` once the host's clock reaches this many milliseconds.
     WakeAt(u64),

@@ -25,7 +25,8 @@ pub fn run(req: &Request) -> Result<u8, CliError> {
                     redact(&text, &cfg.secrets())
                 )));
             }
-            Command::Dispatch(_) | Command::WakeAt(_) => {}
+            // Open and Send come only to live hosts (select::meta is not one).
+            Command::Dispatch(_) | Command::WakeAt(_) | Command::Open(_) | Command::Send(_) => {}
         }
     }
     Err(CliError::failed("the agent sent no LLM request"))

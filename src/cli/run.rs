@@ -193,6 +193,8 @@ impl Driver {
                     Command::WakeAt(at) => wake = Some(at),
                     Command::Forward { body } => self.forward(body),
                     Command::Dispatch(call) => self.dispatch(call),
+                    // Come only to live hosts (select::meta is not one).
+                    Command::Open(_) | Command::Send(_) => {}
                 }
             }
             commands = self.next(&mut agent, wake)?;

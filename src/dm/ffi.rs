@@ -41,6 +41,46 @@ pub struct EnvoyHeader {
     value_length: usize,
 }
 
+/// Envoy copies what it is given; the pairs must outlive the call.
+fn module_headers(headers: &[(&str, &str)]) -> Vec<ModuleHeader> {
+    headers
+        .iter()
+        .map(|(k, v)| ModuleHeader {
+            key_ptr: k.as_ptr(),
+            key_length: k.len(),
+            value_ptr: v.as_ptr(),
+            value_length: v.len(),
+        })
+        .collect()
+}
+
+/// Envoy's headers of a hook, copied (names in lower case).
+fn copy_headers(headers: *const EnvoyHeader, size: usize) -> Vec<(String, String)> {
+    if headers.is_null() || size == 0 {
+        return Vec::new();
+    }
+    // SAFETY: Envoy's array of `size` headers, valid during the hook.
+    let headers = unsafe { std::slice::from_raw_parts(headers, size) };
+    headers
+        .iter()
+        .map(|h| {
+            let k = EnvoyBuffer { ptr: h.key_ptr, length: h.key_length }.to_vec();
+            let v = EnvoyBuffer { ptr: h.value_ptr, length: h.value_length }.to_vec();
+            (String::from_utf8_lossy(&k).to_ascii_lowercase(), String::from_utf8_lossy(&v).into_owned())
+        })
+        .collect()
+}
+
+/// Envoy's body chunks of a hook, copied into one buffer.
+fn copy_chunks(chunks: *const EnvoyBuffer, count: usize) -> Vec<u8> {
+    if chunks.is_null() || count == 0 {
+        return Vec::new();
+    }
+    // SAFETY: Envoy's array of `count` buffers, valid during the hook.
+    let chunks = unsafe { std::slice::from_raw_parts(chunks, count) };
+    chunks.iter().flat_map(|c| c.to_vec()).collect()
+}
+
 impl ModuleBuffer {
     fn of(b: &[u8]) -> Self {
         ModuleBuffer { ptr: b.as_ptr(), length: b.len() }
@@ -160,6 +200,24 @@ extern "C" {
         body: ModuleBuffer,
         timeout_ms: u64,
     ) -> u32;
+    fn envoy_dynamic_module_callback_http_filter_start_http_stream(
+        filter: *mut c_void,
+        stream_id_out: *mut u64,
+        cluster: ModuleBuffer,
+        headers: *mut ModuleHeader,
+        headers_size: usize,
+        body: ModuleBuffer,
+        end_stream: bool,
+        timeout_ms: u64,
+    ) -> u32;
+    fn envoy_dynamic_module_callback_http_filter_reset_http_stream(filter: *mut c_void, stream_id: u64);
+    fn envoy_dynamic_module_callback_http_send_response_headers(
+        filter: *mut c_void,
+        headers: *mut ModuleHeader,
+        headers_size: usize,
+        end_stream: bool,
+    );
+    fn envoy_dynamic_module_callback_http_send_response_data(filter: *mut c_void, data: ModuleBuffer, end_stream: bool);
     fn envoy_dynamic_module_callback_http_filter_continue_encoding(filter: *mut c_void);
     fn envoy_dynamic_module_callback_http_filter_get_attribute_string(
         filter: *mut c_void,
@@ -249,6 +307,18 @@ impl EnvoyConfig {
     }
 }
 
+/// What a streamed callout's hooks report.
+#[derive(Debug, Clone)]
+pub enum StreamEvent {
+    /// Headers, and whether they end the stream.
+    Headers(Vec<(String, String)>, bool),
+    /// Body bytes, and whether they end the stream (trailers end it with no bytes).
+    Data(Vec<u8>, bool),
+    Complete,
+    /// Envoy's reset reason.
+    Reset(u32),
+}
+
 /// A callout's reply as the completion hook hands it (copied: Envoy's buffers end with the hook).
 #[derive(Debug, Clone)]
 pub struct CalloutReply {
@@ -290,15 +360,7 @@ impl Envoy {
     }
 
     pub fn send_response(self, status: u16, headers: &[(&str, &str)], body: &[u8], details: &str) {
-        let mut hs: Vec<ModuleHeader> = headers
-            .iter()
-            .map(|(k, v)| ModuleHeader {
-                key_ptr: k.as_ptr(),
-                key_length: k.len(),
-                value_ptr: v.as_ptr(),
-                value_length: v.len(),
-            })
-            .collect();
+        let mut hs = module_headers(headers);
         // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
         unsafe {
             envoy_dynamic_module_callback_http_send_response(
@@ -350,15 +412,7 @@ impl Envoy {
         body: Option<&[u8]>,
         timeout_ms: u64,
     ) -> Result<u64, u32> {
-        let mut hs: Vec<ModuleHeader> = headers
-            .iter()
-            .map(|(k, v)| ModuleHeader {
-                key_ptr: k.as_ptr(),
-                key_length: k.len(),
-                value_ptr: v.as_ptr(),
-                value_length: v.len(),
-            })
-            .collect();
+        let mut hs = module_headers(headers);
         let body = body.map_or_else(ModuleBuffer::null, ModuleBuffer::of);
         let mut id = 0u64;
         // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
@@ -378,6 +432,57 @@ impl Envoy {
         } else {
             Err(result)
         }
+    }
+
+    /// Starts a streamed callout with its whole request; its reply comes to the `http_stream_*`
+    /// hooks. `Err` carries Envoy's init result.
+    pub fn start_stream(
+        self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        timeout_ms: u64,
+    ) -> Result<u64, u32> {
+        let mut hs = module_headers(headers);
+        let mut id = 0u64;
+        // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
+        let result = unsafe {
+            envoy_dynamic_module_callback_http_filter_start_http_stream(
+                self.0,
+                &mut id,
+                ModuleBuffer::of(cluster.as_bytes()),
+                hs.as_mut_ptr(),
+                hs.len(),
+                ModuleBuffer::of(body),
+                true,
+                timeout_ms,
+            )
+        };
+        if result == INIT_SUCCESS {
+            Ok(id)
+        } else {
+            Err(result)
+        }
+    }
+
+    pub fn reset_stream(self, id: u64) {
+        // SAFETY: valid filter pointer; an unknown id is ignored by Envoy.
+        unsafe { envoy_dynamic_module_callback_http_filter_reset_http_stream(self.0, id) }
+    }
+
+    /// Response headers sent by the filter itself (the request is not forwarded).
+    pub fn send_headers(self, headers: &[(&str, &str)], end_stream: bool) {
+        let mut hs = module_headers(headers);
+        // SAFETY: valid filter pointer; Envoy copies the headers.
+        unsafe {
+            envoy_dynamic_module_callback_http_send_response_headers(self.0, hs.as_mut_ptr(), hs.len(), end_stream)
+        }
+    }
+
+    /// Response body bytes after `send_headers`.
+    pub fn send_data(self, data: &[u8], end_stream: bool) {
+        // SAFETY: valid filter pointer; Envoy copies the data.
+        unsafe { envoy_dynamic_module_callback_http_send_response_data(self.0, ModuleBuffer::of(data), end_stream) }
     }
 
     pub fn continue_encoding(self) {
@@ -575,27 +680,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     chunks_size: usize,
 ) {
     let Some(s) = slot(m) else { return };
-    let headers = if headers.is_null() || headers_size == 0 {
-        &[][..]
-    } else {
-        // SAFETY: Envoy's array of `headers_size` headers, valid during this hook.
-        unsafe { std::slice::from_raw_parts(headers, headers_size) }
-    };
-    let chunks = if chunks.is_null() || chunks_size == 0 {
-        &[][..]
-    } else {
-        // SAFETY: Envoy's array of `chunks_size` buffers, valid during this hook.
-        unsafe { std::slice::from_raw_parts(chunks, chunks_size) }
-    };
-    let headers = headers
-        .iter()
-        .map(|h| {
-            let k = EnvoyBuffer { ptr: h.key_ptr, length: h.key_length }.to_vec();
-            let v = EnvoyBuffer { ptr: h.value_ptr, length: h.value_length }.to_vec();
-            (String::from_utf8_lossy(&k).to_ascii_lowercase(), String::from_utf8_lossy(&v).into_owned())
-        })
-        .collect();
-    let body = chunks.iter().flat_map(|c| c.to_vec()).collect();
+    let headers = copy_headers(headers, headers_size);
+    let body = copy_chunks(chunks, chunks_size);
     s.deliver(Deferred::Callout(CalloutReply { id, result, headers, body }));
 }
 
@@ -606,56 +692,75 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(_f: *mut c_void,
     }
 }
 
-// Required by Envoy 1.40, unused: streamed callouts and watermarks.
+// Streamed callouts (live streaming): each event is queued to the stream like a callout reply.
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_headers(
     _f: *mut c_void,
-    _m: *const c_void,
-    _stream: u64,
-    _headers: *const EnvoyHeader,
-    _size: usize,
-    _end: bool,
+    m: *const c_void,
+    stream: u64,
+    headers: *const EnvoyHeader,
+    size: usize,
+    end: bool,
 ) {
+    if let Some(s) = slot(m) {
+        let headers = copy_headers(headers, size);
+        s.deliver(Deferred::Stream(stream, StreamEvent::Headers(headers, end)));
+    }
 }
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_data(
     _f: *mut c_void,
-    _m: *const c_void,
-    _stream: u64,
-    _data: *const EnvoyBuffer,
-    _count: usize,
-    _end: bool,
+    m: *const c_void,
+    stream: u64,
+    data: *const EnvoyBuffer,
+    count: usize,
+    end: bool,
 ) {
+    if let Some(s) = slot(m) {
+        let data = copy_chunks(data, count);
+        s.deliver(Deferred::Stream(stream, StreamEvent::Data(data, end)));
+    }
 }
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailers(
     _f: *mut c_void,
-    _m: *const c_void,
-    _stream: u64,
+    m: *const c_void,
+    stream: u64,
     _trailers: *const EnvoyHeader,
     _size: usize,
 ) {
+    if let Some(s) = slot(m) {
+        s.deliver(Deferred::Stream(stream, StreamEvent::Data(Vec::new(), true)));
+    }
 }
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(
     _f: *mut c_void,
-    _m: *const c_void,
-    _stream: u64,
+    m: *const c_void,
+    stream: u64,
 ) {
+    if let Some(s) = slot(m) {
+        s.deliver(Deferred::Stream(stream, StreamEvent::Complete));
+    }
 }
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
     _f: *mut c_void,
-    _m: *const c_void,
-    _stream: u64,
-    _reason: u32,
+    m: *const c_void,
+    stream: u64,
+    reason: u32,
 ) {
+    if let Some(s) = slot(m) {
+        s.deliver(Deferred::Stream(stream, StreamEvent::Reset(reason)));
+    }
 }
+
+// Required by Envoy 1.40, unused: the response is bounded by maxResponseBytes, not by watermarks.
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(

@@ -19,7 +19,7 @@ mod metrics;
 mod stream;
 
 use crate::config::Plugin;
-use ffi::{CalloutReply, Envoy, EnvoyConfig};
+use ffi::{CalloutReply, Envoy, EnvoyConfig, StreamEvent};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -117,6 +117,8 @@ fn plugin(cfg: &DmConfig) -> Option<Rc<Plugin>> {
 #[derive(Debug)]
 pub enum Deferred {
     Callout(CalloutReply),
+    /// An event of a streamed callout (Envoy's stream id).
+    Stream(u64, StreamEvent),
     /// A timer's wake-up; the number tells a current timer from a replaced one.
     Wake(u64),
 }

@@ -4,7 +4,7 @@
 //! contacted), and in `loop: response` the LLM reply's headers are held while the loop runs: the
 //! answer's status and content type are set when it is known, so a late failure is a real 502/504.
 
-use super::ffi::{self, Attribute, Body, Envoy, HeaderMap, Scheduler};
+use super::ffi::{self, Attribute, Body, Envoy, HeaderMap, Scheduler, StreamEvent};
 use super::{Deferred, DmConfig};
 use crate::agent::{Agent, Call, CallId, Command, Event, Failure, Reply, RequestMeta};
 use crate::config::{Config, LoopPhase, Plugin, RequestKeys, CONSUMER_HEADER};
@@ -48,6 +48,17 @@ pub enum Act {
 
 static STREAMS: AtomicU32 = AtomicU32::new(0);
 
+/// The most a streamed callout's reply may carry (an SSE turn is several times its text).
+const STREAMED_REPLY_LIMIT: usize = 8 << 20;
+
+/// A streamed callout in flight: the agent's call, and its head and body so far.
+struct Streamed {
+    id: CallId,
+    status: Option<u16>,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
 /// Milliseconds since the Unix epoch.
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -64,6 +75,10 @@ pub struct Stream {
     hook: Hook,
     /// Envoy's callout ids → the agent's call ids.
     calls: BTreeMap<u64, CallId>,
+    /// Envoy's ids of streamed callouts → what they brought so far.
+    streams: BTreeMap<u64, Streamed>,
+    /// The client's response was started by the filter (live streaming): the rest goes as data.
+    opened: bool,
     rid: String,
     upstream_status: u16,
     /// When the agent wants `Event::Wake`, and the timer that will bring it.
@@ -85,6 +100,8 @@ impl Stream {
             phase: Phase::Request,
             hook: Hook::Other,
             calls: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            opened: false,
             rid: String::new(),
             upstream_status: 0,
             wake: None,
@@ -142,6 +159,7 @@ impl Stream {
                 .header(HeaderMap::Request, "x-api-agent-steps")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
             context_headers: self.context_headers(&cfg),
+            live: true,
         };
         self.rid = meta.id.clone();
         if let Some(key) = &cfg.llm.api_key {
@@ -182,7 +200,7 @@ impl Stream {
     }
 
     pub fn on_response_headers(&mut self, end_of_stream: bool) -> u32 {
-        if !self.running() {
+        if !self.running() || self.opened {
             return ffi::CONTINUE;
         }
         let status = self.header(HeaderMap::Response, ":status").unwrap_or_default();
@@ -213,7 +231,7 @@ impl Stream {
     }
 
     pub fn on_response_body(&mut self, end_of_stream: bool) -> u32 {
-        if !(self.phase == Phase::Held && self.running()) {
+        if !(self.phase == Phase::Held && self.running()) || self.opened {
             return ffi::CONTINUE;
         }
         if !end_of_stream {
@@ -239,6 +257,7 @@ impl Stream {
     pub fn on_deferred(&mut self, d: Deferred) {
         let act = match d {
             Deferred::Callout(reply) => self.on_callout(reply),
+            Deferred::Stream(sid, event) => self.on_stream(sid, event),
             Deferred::Wake(n) => {
                 if self.timer.map(|(id, _)| id) != Some(n) {
                     return;
@@ -304,6 +323,70 @@ impl Stream {
         }
     }
 
+    /// An event of a streamed callout: its head and bytes go to the agent as they come; its end as
+    /// the whole reply (or a failure), as for a callout.
+    fn on_stream(&mut self, sid: u64, event: StreamEvent) -> Act {
+        let Some(id) = self.streams.get(&sid).map(|s| s.id) else {
+            return Act::Stop;
+        };
+        match event {
+            StreamEvent::Headers(mut headers, end) => {
+                let status = headers.iter().find(|(k, _)| k == ":status").and_then(|(_, v)| v.parse::<u16>().ok());
+                headers.retain(|(k, _)| k != ":status");
+                let act = match status {
+                    Some(status) => self.feed(Event::CallHead { id, status, headers: &headers }),
+                    None => Act::Stop,
+                };
+                if let Some(s) = self.streams.get_mut(&sid) {
+                    s.status = status;
+                    s.headers = headers;
+                }
+                if end {
+                    return self.end_stream(sid);
+                }
+                act
+            }
+            StreamEvent::Data(data, end) => {
+                let over = self.streams.get_mut(&sid).is_some_and(|s| {
+                    s.body.extend_from_slice(&data);
+                    s.body.len() > STREAMED_REPLY_LIMIT
+                });
+                if over {
+                    self.streams.remove(&sid);
+                    self.envoy.reset_stream(sid);
+                    let f = Failure::Broken("the reply exceeded the buffer limit".into());
+                    return self.feed(Event::CallFailed { id, failure: &f });
+                }
+                let act = if data.is_empty() { Act::Stop } else { self.feed(Event::CallData { id, data: &data }) };
+                if end {
+                    return self.end_stream(sid);
+                }
+                act
+            }
+            StreamEvent::Complete => self.end_stream(sid),
+            StreamEvent::Reset(reason) => {
+                self.streams.remove(&sid);
+                log::debug!("#{} streamed call {} reset (reason {reason})", self.rid, id.0);
+                let f = Failure::Broken("no response (reset)".into());
+                self.feed(Event::CallFailed { id, failure: &f })
+            }
+        }
+    }
+
+    /// A streamed callout ended: its whole reply, read as a callout's.
+    fn end_stream(&mut self, sid: u64) -> Act {
+        let Some(s) = self.streams.remove(&sid) else {
+            return Act::Stop;
+        };
+        match (classify(s.status, &s.body), s.status) {
+            (Some(f), _) => self.feed(Event::CallFailed { id: s.id, failure: &f }),
+            (None, Some(status)) => {
+                self.feed(Event::CallReply { id: s.id, status, headers: &s.headers, body: &s.body })
+            }
+            (None, None) => Act::Stop,
+        }
+    }
+
     fn feed(&mut self, event: Event<'_>) -> Act {
         let Some(agent) = self.agent.as_mut() else {
             return Act::Continue;
@@ -350,8 +433,19 @@ impl Stream {
         let mut headers: Vec<(&str, &str)> =
             vec![(":method", call.method), (":path", &call.path), (":authority", &call.authority)];
         headers.extend(call.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        match self.envoy.callout(&call.cluster, &headers, call.body.as_deref(), call.timeout_ms) {
-            Ok(id) => {
+        let started = if call.stream {
+            let body = call.body.as_deref().unwrap_or_default();
+            self.envoy.start_stream(&call.cluster, &headers, body, call.timeout_ms).map(|sid| {
+                let s = Streamed { id: call.id, status: None, headers: Vec::new(), body: Vec::new() };
+                self.streams.insert(sid, s);
+            })
+        } else {
+            self.envoy.callout(&call.cluster, &headers, call.body.as_deref(), call.timeout_ms).map(|id| {
+                self.calls.insert(id, call.id);
+            })
+        };
+        match started {
+            Ok(()) => {
                 log::debug!(
                     "#{} call {} → {} {} {}",
                     self.rid,
@@ -360,7 +454,6 @@ impl Stream {
                     call.method,
                     truncate(&call.path, 120)
                 );
-                self.calls.insert(id, call.id);
                 Ok(())
             }
             Err(code) => {
@@ -370,8 +463,34 @@ impl Stream {
         }
     }
 
-    /// The answer: a local reply while nothing was sent; else into the held response.
+    /// Live streaming: the response starts now, from the filter (the request is never forwarded).
+    fn open(&mut self, reply: Reply) -> Act {
+        if self.phase != Phase::Request || self.opened {
+            log::error!("#{} the response cannot be started now; {} bytes not sent", self.rid, reply.body.len());
+            return Act::Stop;
+        }
+        let status = reply.status.to_string();
+        let headers =
+            [(":status", status.as_str()), ("content-type", reply.content_type), ("cache-control", "no-cache")];
+        self.opened = true;
+        self.envoy.send_headers(&headers, false);
+        self.envoy.send_data(&reply.body, false);
+        Act::Stop
+    }
+
+    fn send(&mut self, data: &[u8]) {
+        if self.opened {
+            self.envoy.send_data(data, false);
+        }
+    }
+
+    /// The answer: a local reply while nothing was sent; else into the held response, or the end of
+    /// the response the filter started.
     fn reply(&mut self, reply: Reply) -> Act {
+        if self.opened {
+            self.envoy.send_data(&reply.body, true);
+            return Act::Stop;
+        }
         match self.phase {
             Phase::Request => {
                 let headers = [("content-type", reply.content_type)];
@@ -525,6 +644,14 @@ impl crate::agent::host::Host for Stream {
 
     fn reply(&mut self, reply: Reply) -> Act {
         Stream::reply(self, reply)
+    }
+
+    fn open(&mut self, reply: Reply) -> Act {
+        Stream::open(self, reply)
+    }
+
+    fn send(&mut self, data: &[u8]) {
+        Stream::send(self, data);
     }
 
     fn agent(&mut self) -> Option<&mut Agent> {

@@ -288,6 +288,8 @@ impl Http {
             steps: header(Map::RequestHeaders, "x-api-agent-steps")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
             context_headers: context_headers(cfg),
+            // Proxy-Wasm in this Envoy cannot answer while a callout is pending.
+            live: false,
         };
         self.rid = meta.id.clone();
         if let Some(key) = &cfg.llm.api_key {

@@ -88,28 +88,61 @@ fn tool_call_deltas(calls: Option<&Value>) -> Vec<Value> {
         .collect()
 }
 
-/// Role chunk, content chunk, tool-call chunks, finish chunk, then a usage chunk when asked for, then
-/// `[DONE]`.
-pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
-    let chunk = |delta: Value, finish: Value| {
+/// What every chunk of one answer's stream repeats.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkHead<'a> {
+    pub id: &'a str,
+    pub created: u64,
+    pub model: &'a str,
+    /// The client asked for a usage chunk (`stream_options.include_usage`); every chunk then has
+    /// `"usage": null`.
+    pub include_usage: bool,
+}
+
+impl ChunkHead<'_> {
+    fn chunk(&self, delta: Value, finish: Value) -> Value {
         let mut c = json!({
-            "id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model,
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
             "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
         });
-        if include_usage {
+        if self.include_usage {
             c["usage"] = Value::Null;
         }
         c
-    };
-    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
-    if !a.content.is_empty() || a.tool_calls.is_none() {
-        events.push(chunk(json!({"content": a.content}), Value::Null));
     }
-    events.extend(tool_call_deltas(a.tool_calls).into_iter().map(|d| chunk(d, Value::Null)));
-    events.push(chunk(json!({}), json!(a.finish_reason)));
-    if include_usage {
+
+    /// The first event of a stream: the assistant's role.
+    pub fn role_event(&self) -> Vec<u8> {
+        event(&self.chunk(json!({"role": "assistant", "content": ""}), Value::Null))
+    }
+
+    /// One content delta.
+    pub fn content_event(&self, text: &str) -> Vec<u8> {
+        event(&self.chunk(json!({"content": text}), Value::Null))
+    }
+}
+
+/// Role chunk, content chunk, tool-call chunks, finish chunk, then a usage chunk when asked for, then
+/// `[DONE]`.
+pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
+    let head = ChunkHead { id: a.id, created: a.created, model: a.model, include_usage };
+    let mut out = head.role_event();
+    out.extend(rest(a, &head, a.content));
+    out
+}
+
+/// The end of a stream whose role chunk (and part of the content) already went out: `content` is
+/// what is left of the answer's text.
+pub fn rest(a: &Answer<'_>, head: &ChunkHead<'_>, content: &str) -> Vec<u8> {
+    let mut events = Vec::new();
+    if !content.is_empty() || (a.tool_calls.is_none() && a.content.is_empty()) {
+        events.push(head.chunk(json!({"content": content}), Value::Null));
+    }
+    events.extend(tool_call_deltas(a.tool_calls).into_iter().map(|d| head.chunk(d, Value::Null)));
+    events.push(head.chunk(json!({}), json!(a.finish_reason)));
+    if head.include_usage {
         events.push(json!({
-            "id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model,
+            "id": head.id, "object": "chat.completion.chunk", "created": head.created, "model": head.model,
             "choices": [], "usage": usage_json(a.usage),
         }));
     }
@@ -117,13 +150,22 @@ pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
         // On the last chunk before [DONE]: clients ignore unknown fields.
         last.insert("api_agent_steps".into(), steps.clone());
     }
-    let mut out = Vec::with_capacity(a.content.len() * 2 + 512);
+    let mut out = Vec::with_capacity(content.len() * 2 + 512);
     for e in events {
         push_event(&mut out, &e.to_string());
     }
     push_event(&mut out, "[DONE]");
     out
 }
+
+fn event(v: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    push_event(&mut out, &v.to_string());
+    out
+}
+
+/// An SSE comment: keeps the connection busy while tools run; clients skip it.
+pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// `{"error": {"message", "type", "param", "code"}}`.
 pub fn error(message: &str, kind: &str, code: &str) -> Value {

@@ -56,6 +56,10 @@ pub struct Harness {
     pub steps: bool,
     /// The request headers `context.headers` names, as the shim reads them.
     pub context_headers: Vec<(String, String)>,
+    /// The host streams (the dynamic module): streamed LLM calls get their turn as SSE, in pieces of
+    /// `sse_piece` bytes.
+    pub live: bool,
+    pub sse_piece: usize,
 }
 
 /// Everything the run did, in order.
@@ -75,6 +79,9 @@ pub struct Outcome {
     pub wakes: Vec<(u64, u64)>,
     /// The clock when the reply came.
     pub end_ms: u64,
+    /// Live streaming: the status `Open` sent, and every byte sent before the reply, with the time.
+    pub opened: Option<u16>,
+    pub sent: Vec<(u64, Vec<u8>)>,
 }
 
 impl Outcome {
@@ -128,6 +135,8 @@ impl Harness {
             seed: 42,
             steps: false,
             context_headers: Vec::new(),
+            live: false,
+            sse_piece: 16,
         }
     }
 
@@ -162,6 +171,7 @@ impl Harness {
             seed: self.seed,
             steps: self.steps,
             context_headers: self.context_headers.clone(),
+            live: self.live,
         };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         let mut now = START_MS;
@@ -174,6 +184,8 @@ impl Harness {
             first_body: Vec::new(),
             wakes: Vec::new(),
             end_ms: 0,
+            opened: None,
+            sent: Vec::new(),
         };
         let mut round = agent.handle(Event::ClientRequest { body }, now);
         for _ in 0..MAX_STEPS {
@@ -190,6 +202,7 @@ impl Harness {
                 round.reverse();
             }
             let mut next = Vec::new();
+            let mut live_wake = None;
             for cmd in round {
                 if let Command::Reply(r) = cmd {
                     assert!(agent.is_done(), "a reply must end the request");
@@ -198,13 +211,38 @@ impl Harness {
                     out.end_ms = now;
                     return out;
                 }
+                match cmd {
+                    Command::Open(r) => {
+                        assert!(out.opened.is_none(), "opened twice");
+                        out.opened = Some(r.status);
+                        out.sent.push((now, r.body));
+                        continue;
+                    }
+                    Command::Send(data) => {
+                        assert!(out.opened.is_some(), "sent before the stream was opened");
+                        out.sent.push((now, data));
+                        continue;
+                    }
+                    _ => {}
+                }
                 if let Command::WakeAt(at) = cmd {
+                    if self.live {
+                        // Live hosts always have a keep-alive due: wake only when nothing else is
+                        // pending, as a real clock would.
+                        live_wake = Some(at);
+                        continue;
+                    }
                     out.wakes.push((now, at));
                     now = now.max(at);
                     next.extend(agent.handle(Event::Wake, now));
                     continue;
                 }
                 next.extend(self.answer(&mut agent, cmd, now, &mut out));
+            }
+            if let (true, Some(at)) = (next.is_empty(), live_wake) {
+                out.wakes.push((now, at));
+                now = now.max(at);
+                next.extend(agent.handle(Event::Wake, now));
             }
             round = next;
         }
@@ -213,7 +251,9 @@ impl Harness {
 
     fn answer(&mut self, agent: &mut Agent, cmd: Command, now: u64, out: &mut Outcome) -> Vec<Command> {
         match cmd {
-            Command::Reply(_) | Command::WakeAt(_) => unreachable!("handled by run_body"),
+            Command::Reply(_) | Command::WakeAt(_) | Command::Open(_) | Command::Send(_) => {
+                unreachable!("handled by run_body")
+            }
             Command::Forward { body } => {
                 out.first_body.clone_from(&body);
                 out.llm_requests.push(serde_json::from_slice(&body).expect("forwarded body is JSON"));
@@ -230,8 +270,10 @@ impl Harness {
                     .push(serde_json::from_slice(call.body.as_deref().unwrap_or(b"null")).expect("LLM body is JSON"));
                 let id = call.id;
                 out.llm_calls.push(call);
+                let stream = out.llm_calls.last().is_some_and(|c| c.stream);
                 match self.next_turn() {
                     Turn::Fail(f) => agent.handle(Event::CallFailed { id, failure: &f }, now),
+                    turn if stream => self.streamed(agent, id, turn, now),
                     turn => {
                         let (status, headers, b) = http_of(turn);
                         agent.handle(Event::CallReply { id, status, headers: &headers, body: b.as_bytes() }, now)
@@ -258,6 +300,26 @@ impl Harness {
         }
     }
 
+    /// A streamed LLM call's turn: its head, its body in pieces (SSE for a completion), its end.
+    fn streamed(&self, agent: &mut Agent, id: api_agent::agent::CallId, turn: Turn, now: u64) -> Vec<Command> {
+        let (status, mut headers, body) = match turn {
+            Turn::Text(_) | Turn::Message(_) => {
+                let (_, _, b) = http_of(turn);
+                (200, vec![("content-type".to_string(), "text/event-stream".to_string())], sse_of(&b))
+            }
+            other => http_of(other),
+        };
+        if !headers.iter().any(|(k, _)| k == "content-type") {
+            headers.push(("content-type".into(), "application/json".into()));
+        }
+        let mut commands = agent.handle(Event::CallHead { id, status, headers: &headers }, now);
+        for piece in body.as_bytes().chunks(self.sse_piece.max(1)) {
+            commands.extend(agent.handle(Event::CallData { id, data: piece }, now));
+        }
+        commands.extend(agent.handle(Event::CallReply { id, status, headers: &headers, body: body.as_bytes() }, now));
+        commands
+    }
+
     fn next_turn(&mut self) -> Turn {
         self.turns
             .pop_front()
@@ -273,6 +335,47 @@ fn http_of(turn: Turn) -> (u16, Vec<(String, String)>, String) {
         Turn::RawWith(status, headers, b) => (status, headers, b),
         Turn::Fail(_) => unreachable!("failures are not HTTP replies"),
     }
+}
+
+/// A chat.completion as OpenAI streams it: role, content in 4-character deltas, tool calls (name,
+/// then arguments in two halves), finish reason, usage, `[DONE]`.
+pub fn sse_of(completion: &str) -> String {
+    sse_in(completion, 4)
+}
+
+/// `sse_of` with content deltas of `delta_chars` characters.
+pub fn sse_in(completion: &str, delta_chars: usize) -> String {
+    let c: Value = serde_json::from_str(completion).expect("completion");
+    let m = &c["choices"][0]["message"];
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "up", "object": "chat.completion.chunk", "model": c["model"],
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let mut out = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+    let text: Vec<char> = m["content"].as_str().unwrap_or("").chars().collect();
+    for piece in text.chunks(delta_chars.max(1)) {
+        out.push_str(&chunk(json!({"content": piece.iter().collect::<String>()}), Value::Null));
+    }
+    for (i, call) in m["tool_calls"].as_array().into_iter().flatten().enumerate() {
+        let args = call["function"]["arguments"].as_str().unwrap_or("");
+        let half = args.char_indices().nth(args.chars().count() / 2).map_or(args.len(), |(i, _)| i);
+        out.push_str(&chunk(
+            json!({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": &args[..half]}}]}),
+            Value::Null,
+        ));
+        out.push_str(&chunk(
+            json!({"tool_calls": [{"index": i, "function": {"arguments": &args[half..]}}]}),
+            Value::Null,
+        ));
+    }
+    out.push_str(&chunk(json!({}), c["choices"][0]["finish_reason"].clone()));
+    out.push_str(&format!("data: {}\n\n", json!({"choices": [], "usage": c["usage"]})));
+    out.push_str("data: [DONE]\n\n");
+    out
 }
 
 /// A chat.completion holding `message`, with a fixed usage of 10 + 5 tokens.

@@ -23,8 +23,11 @@ def gw(mocks, envoy_binary, wasm, tmp_path_factory):
 
 
 def ask(gw, q: str, **fields):
+    """The completion, or a stream's chunks (read while the client is open)."""
     with gw.openai() as client:
-        return client.chat.completions.create(model=CLIENT_MODEL, messages=[{"role": "user", "content": q}], **fields)
+        result = client.chat.completions.create(model=CLIENT_MODEL, messages=[{"role": "user", "content": q}],
+                                                **fields)
+        return list(result) if fields.get("stream") else result
 
 
 def test_the_whole_loop_runs_in_callouts(gw, mocks):
@@ -45,8 +48,7 @@ def test_a_late_failure_is_a_real_status_the_client_raises_on(gw, mocks, stream)
     overloaded = Response.json({"error": {"message": "overloaded"}}, 503)
     mocks.llm.script(q, action("get_weather_now", {"location": "Oslo"}), overloaded)
     with pytest.raises(openai.InternalServerError) as raised:
-        result = ask(gw, q, stream=stream)
-        list(result) if stream else None
+        ask(gw, q, stream=stream)
     assert raised.value.status_code == 502
     assert "the LLM answered HTTP 503" in raised.value.message
     assert raised.value.body["code"] == "llm_error"

@@ -1,0 +1,415 @@
+//! Live streaming, on hosts that declare it (`RequestMeta::live`: the dynamic module) and for clients
+//! that asked for a stream: every LLM turn is a streamed callout, and the final answer's text is
+//! relayed as the model produces it. The client's SSE response starts (status 200, the role chunk)
+//! when the loop first goes on to tools or when the first answer text comes, not before: a first turn
+//! that fails still gets its real status. Keep-alive comments go out while tools run. In ReAct mode that is the
+//! text after `Final Answer:`; in native mode, the content of the turn (content a turn sends before
+//! it calls tools stays with the client, and what follows starts on a new paragraph).
+
+use super::CallId;
+use crate::config::Mode;
+use crate::openai::answer::ChunkHead;
+use crate::openai::sse::ChunkStream;
+
+/// How long the client's stream may stay silent while the agent waits.
+pub const KEEP_ALIVE_MS: u64 = 15_000;
+const FINAL_MARKER: &str = "Final Answer:";
+const QUESTION: &str = "\nQuestion:";
+/// Set between the text of two turns that both went to the client.
+const SEPARATOR: &str = "\n\n";
+/// Room kept under maxResponseBytes for the stream's end (an error event, the finish chunks).
+pub const END_RESERVE: usize = 1024;
+/// How far back a marker split across two pieces can start.
+const MARKER_SPAN: usize = 16;
+
+#[derive(Debug)]
+pub struct Live {
+    mode: Mode,
+    /// False in JSON mode: the answer is rewritten before the client sees it.
+    relay: bool,
+    pub include_usage: bool,
+    /// The completion id, `created` and model every chunk repeats (the model is fixed when the
+    /// stream opens; until then it is the client's).
+    id: String,
+    created: u64,
+    model: String,
+    opened_at: Option<u64>,
+    /// The last time bytes went out.
+    last_sent: u64,
+    /// Bytes sent so far, to keep the whole response under maxResponseBytes (`limit`).
+    pub sent_bytes: usize,
+    limit: usize,
+    turn: Option<Turn>,
+    /// The answer text the last ended turn relayed (the final turn's is compared with its answer).
+    last_relayed: String,
+    /// Text of an earlier turn went to the client: the next turn's text starts a new paragraph.
+    earlier: bool,
+}
+
+#[derive(Debug)]
+struct Turn {
+    id: CallId,
+    /// The reply is an SSE stream (else it is read whole at the end).
+    sse: Option<ChunkStream>,
+    /// The answer text sent to the client from this turn, and where it ends in the turn's content.
+    relayed: String,
+    relayed_end: usize,
+    scan: Scan,
+    /// The turn called tools, or its text cannot be relayed safely: nothing more goes out.
+    stopped: bool,
+}
+
+impl Live {
+    pub fn new(mode: Mode, relay: bool, include_usage: bool, id: String, created: u64, limit: usize) -> Live {
+        Live {
+            limit,
+            mode,
+            relay,
+            include_usage,
+            id,
+            created,
+            model: String::new(),
+            opened_at: None,
+            last_sent: 0,
+            sent_bytes: 0,
+            turn: None,
+            last_relayed: String::new(),
+            earlier: false,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.opened_at.is_some()
+    }
+
+    pub fn head(&self) -> ChunkHead<'_> {
+        ChunkHead { id: &self.id, created: self.created, model: &self.model, include_usage: self.include_usage }
+    }
+
+    /// A streamed LLM turn went out under `id`.
+    pub fn start_turn(&mut self, id: CallId) {
+        if !self.last_relayed.is_empty() {
+            self.earlier = true;
+            self.last_relayed.clear();
+        }
+        self.turn =
+            Some(Turn { id, sse: None, relayed: String::new(), relayed_end: 0, scan: Scan::default(), stopped: false });
+    }
+
+    /// The turn's head: a 2xx SSE reply is read as it comes.
+    pub fn head_of(&mut self, id: CallId, status: u16, event_stream: bool) {
+        if let Some(turn) = self.turn.as_mut().filter(|t| t.id == id) {
+            if (200..300).contains(&status) && event_stream {
+                turn.sse = Some(ChunkStream::new());
+            }
+        }
+    }
+
+    /// Starts the client's stream (once): the bytes to send with the headers.
+    pub fn open(&mut self, model: &str, now: u64) -> Option<Vec<u8>> {
+        if self.is_open() {
+            return None;
+        }
+        self.opened_at = Some(now);
+        self.model = model.to_string();
+        let role = self.head().role_event();
+        Some(self.note_sent(role, now))
+    }
+
+    /// The next bytes of the turn's reply: the answer text to send as a chunk, if any, and whether
+    /// it starts the client's stream (the role chunk comes first then). `model`: the client's, for a
+    /// stream that has none yet. Each byte of the turn is looked at a bounded number of times.
+    pub fn data(&mut self, id: CallId, data: &[u8], model: &str, now: u64) -> Option<(bool, Vec<u8>)> {
+        let (mode, relay, earlier) = (self.mode, self.relay, self.earlier);
+        let turn = self.turn.as_mut().filter(|t| t.id == id)?;
+        let sse = turn.sse.as_mut()?;
+        let fed = sse.feed(data);
+        if turn.stopped || !relay || fed.content.is_empty() || fed.tool_call {
+            turn.stopped |= fed.tool_call;
+            return None;
+        }
+        let text = sse.content();
+        let (from, to) = match mode {
+            Mode::Native => {
+                turn.scan.text |= !fed.content.trim().is_empty();
+                (0, if turn.scan.text { text.len() } else { 0 })
+            }
+            Mode::React => match turn.scan.react(text) {
+                Some(range) => range,
+                None => {
+                    turn.stopped = true;
+                    return None;
+                }
+            },
+        };
+        let from = from.max(turn.relayed_end);
+        let new = text.get(from..to).filter(|n| !n.is_empty())?;
+        let piece = if turn.relayed.is_empty() && earlier { format!("{SEPARATOR}{new}") } else { new.to_string() };
+        let new_len = new.len();
+        let model = sse.model().unwrap_or(model).to_string();
+        let opening = !self.is_open();
+        let mut out = if opening { self.head_with(&model).role_event() } else { Vec::new() };
+        out.extend(self.head_with(&model).content_event(&piece));
+        let turn = self.turn.as_mut()?;
+        if self.sent_bytes + out.len() + END_RESERVE > self.limit {
+            // The answer is over maxResponseBytes: the end says so (`Agent::finish`).
+            turn.stopped = true;
+            return None;
+        }
+        turn.relayed.push_str(&piece[piece.len() - new_len..]);
+        turn.relayed_end = to;
+        if opening {
+            self.opened_at = Some(now);
+            self.model = model;
+        }
+        Some((opening, self.note_sent(out, now)))
+    }
+
+    fn head_with<'a>(&'a self, model: &'a str) -> ChunkHead<'a> {
+        ChunkHead { model: if self.is_open() { &self.model } else { model }, ..self.head() }
+    }
+
+    /// The turn is over: its reply as one chat.completion body when it came as SSE (`None`: read
+    /// the body as it is).
+    pub fn end_turn(&mut self, id: CallId) -> Option<Result<Vec<u8>, String>> {
+        let turn = self.turn.take_if(|t| t.id == id)?;
+        if turn.stopped && !turn.relayed.is_empty() {
+            // Text went out and the turn called tools: it stays with the client.
+            self.earlier = true;
+        } else {
+            self.last_relayed = turn.relayed;
+        }
+        turn.sse.map(ChunkStream::completion)
+    }
+
+    /// The turn in flight has sent answer text: it cannot be sent again.
+    pub fn relayed_in(&self, id: CallId) -> bool {
+        self.turn.as_ref().is_some_and(|t| t.id == id && !t.relayed.is_empty())
+    }
+
+    /// What of the final answer `content` the client does not have yet.
+    pub fn rest_of(&self, content: &str) -> String {
+        let sent = &self.last_relayed;
+        match content.strip_prefix(sent.as_str()) {
+            Some(rest) if sent.is_empty() && self.earlier && !rest.is_empty() => format!("{SEPARATOR}{rest}"),
+            Some(rest) => rest.to_string(),
+            None => {
+                log::warn!("the answer differs from the text streamed live; the client has the streamed text");
+                String::new()
+            }
+        }
+    }
+
+    /// A keep-alive comment, when the stream has been silent for a while.
+    pub fn keep_alive(&mut self, now: u64) -> Option<Vec<u8>> {
+        (self.is_open() && now >= self.last_sent + KEEP_ALIVE_MS)
+            .then(|| self.note_sent(crate::openai::answer::KEEP_ALIVE.to_vec(), now))
+    }
+
+    /// When to wake for the next keep-alive: on a fixed grid from the opening, so that a host that
+    /// needs a timer per wake-up time does not get a new one for every chunk sent.
+    pub fn next_keep_alive(&self) -> Option<u64> {
+        let opened = self.opened_at?;
+        let due = self.last_sent + KEEP_ALIVE_MS;
+        let ticks = due.saturating_sub(opened).div_ceil(KEEP_ALIVE_MS);
+        Some(opened + ticks * KEEP_ALIVE_MS)
+    }
+
+    fn note_sent(&mut self, bytes: Vec<u8>, now: u64) -> Vec<u8> {
+        self.last_sent = now;
+        self.sent_bytes += bytes.len();
+        bytes
+    }
+}
+
+/// What is known of a turn's text so far, so that each new piece is read once.
+#[derive(Debug, Default)]
+struct Scan {
+    /// Native: the turn has non-blank text.
+    text: bool,
+    /// ReAct: bytes of the text searched for markers.
+    searched: usize,
+    /// ReAct: the end of `Final Answer:`, once found before any action.
+    marker_end: Option<usize>,
+    /// ReAct: where the answer's text starts (past `*` and blanks).
+    start: Option<usize>,
+    /// ReAct: where an invented `Question:` line cuts the answer.
+    cut: Option<usize>,
+}
+
+impl Scan {
+    /// ReAct: the range of `text` that is surely final-answer text, as the parser will read it: after
+    /// a `Final Answer:` that comes before any action (`Action:`, a json blob, an invented
+    /// `Question:`), without trailing blanks or what may be the start of a `Question:` line. `None`:
+    /// nothing of this turn can be relayed.
+    fn react(&mut self, text: &str) -> Option<(usize, usize)> {
+        let Some(marker_end) = self.marker_end else {
+            let from = floor_boundary(text, self.searched.saturating_sub(MARKER_SPAN));
+            self.searched = text.len();
+            let fin = marker_from(text, FINAL_MARKER, from);
+            let blocked = [
+                text[from..].find('{').map(|i| from + i),
+                marker_from(text, "Action:", from),
+                text[from..].find(QUESTION).map(|i| from + i),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            return match (fin, blocked) {
+                (_, Some(b)) if fin.is_none_or(|f| b < f) => None,
+                (Some(f), _) => {
+                    self.marker_end = Some(f + FINAL_MARKER.len());
+                    self.react(text)
+                }
+                (None, _) => Some((0, 0)),
+            };
+        };
+        let start = match self.start {
+            Some(start) => start,
+            None => {
+                let rest = &text[marker_end..];
+                let answer = rest.trim_start_matches('*').trim_start();
+                if answer.is_empty() {
+                    return Some((0, 0));
+                }
+                if answer.starts_with('`') {
+                    // A fenced answer is unwrapped by the parser: it goes out whole at the end.
+                    return None;
+                }
+                *self.start.insert(marker_end + rest.len() - answer.len())
+            }
+        };
+        if self.cut.is_none() {
+            let from = floor_boundary(text, self.searched.saturating_sub(MARKER_SPAN).max(start));
+            self.cut = text[from..].find(QUESTION).map(|i| from + i);
+            self.searched = text.len();
+        }
+        let end = self.cut.unwrap_or(text.len());
+        // Hold back a line that may be becoming `Question:`, and trailing blanks (the parser trims).
+        let tail_from = floor_boundary(text, end.saturating_sub(MARKER_SPAN).max(start));
+        let end = match text[tail_from..end].rfind('\n') {
+            Some(nl) if QUESTION[1..].starts_with(&text[tail_from + nl + 1..end]) => tail_from + nl,
+            _ => end,
+        };
+        let tail_from = floor_boundary(text, end.saturating_sub(256).max(start));
+        let end = tail_from + text[tail_from..end].trim_end().len();
+        Some((start, end.max(start)))
+    }
+}
+
+/// The largest char boundary of `text` at or before `at`.
+fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Where `m` first starts in `text` at or after `from`, not inside a word (as the ReAct parser
+/// finds its markers).
+fn marker_from(text: &str, m: &str, from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(i) = text[at..].find(m) {
+        let pos = at + i;
+        if text[..pos].chars().next_back().is_none_or(|c| !c.is_alphanumeric()) {
+            return Some(pos);
+        }
+        at = pos + m.len();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The relayable text after feeding `text` whole, and after feeding it a byte at a time.
+    fn react_ready(text: &str) -> Option<&str> {
+        let whole = Scan::default().react(text).map(|(a, b)| &text[a..b]);
+        let mut scan = Scan::default();
+        let mut piecewise = Some((0, 0));
+        for end in (1..=text.len()).filter(|&e| text.is_char_boundary(e)) {
+            piecewise = scan.react(&text[..end]);
+            if piecewise.is_none() {
+                break;
+            }
+        }
+        assert_eq!(whole, piecewise.map(|(a, b)| &text[a..b]), "{text:?} fed piece by piece");
+        whole.filter(|s| !s.is_empty())
+    }
+
+    #[test]
+    fn react_text_is_ready_after_the_final_answer_marker_only() {
+        assert_eq!(react_ready("Thought: I know.\nFinal Answer: It is"), Some("It is"));
+        assert_eq!(react_ready("Thought: I know.\n**Final Answer:** It is cold.  "), Some("It is cold."));
+        assert_eq!(react_ready("Thought: hm\nAction: get_weather\nFinal Answer: x"), None);
+        assert_eq!(react_ready("Thought: {\"action\": 1}\nFinal Answer: x"), None);
+        assert_eq!(react_ready("Final Answer: ```json\n{}"), None);
+        assert_eq!(react_ready("Thought: ok\nFinal"), None);
+        assert_eq!(react_ready("Final Answer: 天气晴\n  "), Some("天气晴"));
+        assert_eq!(react_ready("Final Answer: cold\nQue"), Some("cold"));
+        assert_eq!(react_ready("Final Answer: cold\nQuestion: next?"), Some("cold"));
+        assert_eq!(react_ready("Final Answer: cold\nQuiet wind"), Some("cold\nQuiet wind"));
+        assert_eq!(react_ready("MyFinal Answer: x"), None);
+    }
+
+    fn chunk(content: &str) -> Vec<u8> {
+        format!("data: {}\n\n", serde_json::json!({"choices": [{"delta": {"content": content}}]})).into_bytes()
+    }
+
+    #[test]
+    fn native_content_is_relayed_until_a_tool_call_and_the_rest_follows_the_relayed_text() {
+        let mut l = Live::new(Mode::Native, true, false, "chatcmpl-1".into(), 7, 1 << 20);
+        l.start_turn(CallId(1));
+        l.head_of(CallId(1), 200, true);
+        assert!(!l.is_open(), "a head alone does not open the stream");
+        assert!(l.data(CallId(1), &chunk("  "), "m", 11).is_none(), "whitespace alone waits");
+        let (opening, sent) = l.data(CallId(1), &chunk("Cold"), "m", 12).unwrap();
+        let sent = String::from_utf8(sent).unwrap();
+        assert!(opening && sent.starts_with("data: {") && sent.contains(r#""role":"assistant""#), "{sent}");
+        assert!(sent.contains(r#""content":"  Cold""#), "{sent}");
+        assert!(l.data(CallId(1), &chunk(" today"), "m", 13).is_some_and(|(o, _)| !o));
+        assert!(l.relayed_in(CallId(1)));
+        assert!(l.end_turn(CallId(1)).unwrap().is_ok());
+        assert_eq!(l.rest_of("  Cold today."), ".");
+        assert_eq!(l.rest_of("Warm"), "", "a different answer adds nothing");
+    }
+
+    #[test]
+    fn text_of_a_turn_that_then_calls_tools_stays_and_the_next_turn_starts_a_paragraph() {
+        let mut l = Live::new(Mode::Native, true, false, "c".into(), 7, 1 << 20);
+        l.start_turn(CallId(1));
+        l.head_of(CallId(1), 200, true);
+        assert!(l.data(CallId(1), &chunk("Let me look."), "m", 1).is_some());
+        let call = br#"data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}
+
+"#;
+        assert!(l.data(CallId(1), call, "m", 2).is_none());
+        assert!(l.data(CallId(1), &chunk(" more"), "m", 3).is_none(), "nothing after a tool call");
+        l.end_turn(CallId(1));
+        assert!(l.open("m", 4).is_none(), "opened once");
+        l.start_turn(CallId(2));
+        l.head_of(CallId(2), 200, true);
+        let sent = String::from_utf8(l.data(CallId(2), &chunk("Cold."), "m", 5).unwrap().1).unwrap();
+        assert!(sent.contains(r#""content":"\n\nCold.""#), "{sent}");
+    }
+
+    #[test]
+    fn no_relay_in_json_mode_or_before_a_2xx_and_keep_alives_follow_a_fixed_grid() {
+        let mut l = Live::new(Mode::Native, false, false, "c".into(), 7, 1 << 20);
+        l.start_turn(CallId(1));
+        l.head_of(CallId(1), 429, false);
+        assert!(l.data(CallId(1), &chunk("x"), "m", 0).is_none());
+        assert_eq!(l.next_keep_alive(), None);
+        l.end_turn(CallId(1));
+        l.start_turn(CallId(2));
+        l.head_of(CallId(2), 200, true);
+        assert!(l.data(CallId(2), &chunk("{\"a\":1}"), "m", 999).is_none());
+        assert!(l.open("m", 1000).is_some());
+        assert_eq!(l.next_keep_alive(), Some(1000 + KEEP_ALIVE_MS));
+        assert!(l.keep_alive(1000 + KEEP_ALIVE_MS - 1).is_none());
+        assert_eq!(l.keep_alive(1000 + KEEP_ALIVE_MS).unwrap(), b": keep-alive\n\n");
+        assert_eq!(l.next_keep_alive(), Some(1000 + 2 * KEEP_ALIVE_MS));
+    }
+}
