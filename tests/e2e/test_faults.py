@@ -189,18 +189,20 @@ class Expect:
 
     kind: `answer` (200 with the model's final answer), `error` (an OpenAI error; `late` if inside a
     200), `passthrough` (the provider's status and body bytes), `envoy-reset` (Envoy decides: the 200
-    went out, then the stream was reset before any body byte)."""
+    went out, then the stream was reset before any body byte), `envoy-reply` (Envoy decides: its own
+    text/plain reply with `status`, the body starting with `message`; the filter never saw it)."""
     kind: str
     status: int = 200
     code: str | None = None
-    message: str | None = None       # the error message starts with this
+    message: str | None = None       # the error message (envoy-reply: the body) starts with this
     late: bool = False
     attempts: int = 1                # requests for the faulted LLM turn (tool cells: tool requests)
     timeout_first: bool = False      # each failed attempt took the callout timeout
+    prelude: bool = False            # late SSE error: content-free chunks (a live role chunk) may come first
 
     @property
     def envoy(self) -> bool:
-        return self.kind == "envoy-reset"
+        return self.kind in ("envoy-reset", "envoy-reply")
 
 
 RETRIED = {"429", "500", "503", "timeout", "reset", "mid-body-reset", "mid-body-close", "trickle"}
@@ -254,19 +256,26 @@ def expect(loop: str, position: str, fault: str) -> Expect:
     return Expect("error", 200, code, message, late=True)
 
 
-def cell_id(loop, mode, position, fault, stream) -> str:
-    e = expect(loop, position, fault)
+def expect_wasm(loop: str, position: str, fault: str, stream: bool) -> Expect:
+    """This host's expectation for a cell (a streaming client gets the same, as SSE where late)."""
+    return expect(loop, position, fault)
+
+
+def cell_id(loop, mode, position, fault, stream, expectation=expect_wasm) -> str:
+    e = expectation(loop, position, fault, stream)
     return f"{loop}-{mode}-{position}-{fault}-{'stream' if stream else 'plain'}" + ("-envoy" if e.envoy else "")
 
 
-def cells():
+def cells(expectation=expect_wasm, known_bugs: dict[str, str] | None = None):
+    """The 408 cells as pytest params, ids from `expectation`; `known_bugs` (id -> symptom) are strict xfails."""
+    known_bugs = KNOWN_BUGS if known_bugs is None else known_bugs
     for loop in LOOPS:
         for mode in MODES:
             for position in POSITIONS:
                 for fault in FAULTS:
                     for stream in STREAMS:
-                        cid = cell_id(loop, mode, position, fault, stream)
-                        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[cid])] if cid in KNOWN_BUGS else []
+                        cid = cell_id(loop, mode, position, fault, stream, expectation)
+                        marks = [pytest.mark.xfail(strict=True, reason=known_bugs[cid])] if cid in known_bugs else []
                         yield pytest.param(loop, mode, position, fault, stream, id=cid, marks=marks)
 
 
@@ -306,11 +315,17 @@ def fresh_rig(rig):
 
 @pytest.mark.parametrize("loop, mode, position, fault, stream", list(cells()))
 def test_fault(gateways, rig, loop, mode, position, fault, stream):
+    run_cell(gateways, rig, loop, mode, position, fault, stream, expect_wasm)
+
+
+def run_cell(gateways, rig, loop, mode, position, fault, stream, expectation) -> None:
+    """One cell: script the fault, send the client's request, check what came back against
+    `expectation(loop, position, fault, stream)`, how often the faulted turn was sent, and Envoy's life."""
     gw = gateways.get(mode, loop)
-    cid = cell_id(loop, mode, position, fault, stream)
+    cid = cell_id(loop, mode, position, fault, stream, expectation)
     q = f"Fault cell {cid}: what is the weather in {cid}?"
     location = f"loc-{cid}"
-    e = expect(loop, position, fault)
+    e = expectation(loop, position, fault, stream)
     faulted_turn = {"first": 0, "later": 1, "tool": None}[position]
     if position == "first":
         act = llm_fault(fault, mode)
@@ -331,28 +346,7 @@ def test_fault(gateways, rig, loop, mode, position, fault, stream):
         faulted_turn = 1
 
     out = chat(gw.port, q, stream=stream)
-    seen = out.describe()
-
-    if e.kind == "answer":
-        assert answer_content(out, stream) == ANSWER, seen
-    elif e.kind == "passthrough":
-        assert (out.status, out.error) == (e.status, None), seen
-        assert out.body == act.body, out.text[:300]
-        assert out.headers["content-type"].startswith("application/json"), out.headers
-    elif e.kind == "error":
-        assert out.status == e.status, f"{seen}: {out.text[:300]}"
-        err = error_of(out, stream, e.late)
-        assert (err["code"], err["type"]) == (e.code, "invalid_request_error" if e.status in range(400, 500)
-                                              else "api_error"), err
-        assert err["message"].startswith(e.message), err["message"][:300]
-        if e.code == "response_too_large":
-            assert f"more than maxResponseBytes ({MAX_RESPONSE_BYTES})" in err["message"], err["message"]
-    elif e.kind == "envoy-reset":
-        # Envoy's decision, recorded as it is: the 200 and its headers, then a reset with no body.
-        print(f"{cid}: the client saw {seen} after {out.elapsed_s * 1000:.0f} ms")
-        assert out.status == 200 and out.error is not None and out.body == b"", seen
-    else:
-        raise AssertionError(e.kind)
+    check_outcome(out, e, stream, answer=ANSWER, passthrough=act.body, label=cid)
 
     # How often the faulted turn was sent: the first attempt and the retries the contract allows.
     if position == "tool":
@@ -370,6 +364,40 @@ def test_fault(gateways, rig, loop, mode, position, fault, stream):
             low = 0.1 + (LLM_TIMEOUT_S if e.timeout_first else 0) - 0.03
             assert low <= gap <= low + 0.1 + 0.3, f"retry {gap * 1000:.0f} ms after the first attempt"
     assert alive(gw.envoy), f"Envoy died: {gw.envoy.log_tail(30)}"
+
+
+def check_outcome(out, e: Expect, stream: bool, answer: str | None = None, passthrough: bytes | None = None,
+                  label: str = "") -> dict | None:
+    """What the client got, against `e`; the OpenAI error object for `error` cells."""
+    seen = out.describe()
+    if e.kind == "answer":
+        assert answer_content(out, stream) == answer, seen
+    elif e.kind == "passthrough":
+        assert (out.status, out.error) == (e.status, None), seen
+        assert out.body == passthrough, out.text[:300]
+        assert out.headers["content-type"].startswith("application/json"), out.headers
+    elif e.kind == "error":
+        assert out.status == e.status, f"{seen}: {out.text[:300]}"
+        err = error_of(out, stream, e.late, e.prelude)
+        assert (err["code"], err["type"]) == (e.code, "invalid_request_error" if e.status in range(400, 500)
+                                              else "api_error"), err
+        assert err["message"].startswith(e.message), err["message"][:300]
+        if e.code == "response_too_large":
+            assert f"more than maxResponseBytes ({MAX_RESPONSE_BYTES})" in err["message"], err["message"]
+        return err
+    elif e.kind == "envoy-reset":
+        # Envoy's decision, recorded as it is: the 200 and its headers, then a reset with no body.
+        print(f"{label}: the client saw {seen} after {out.elapsed_s * 1000:.0f} ms")
+        assert out.status == 200 and out.error is not None and out.body == b"", seen
+    elif e.kind == "envoy-reply":
+        # Envoy's decision, recorded as it is: its own local reply, complete, with a real status.
+        print(f"{label}: the client saw {seen} after {out.elapsed_s * 1000:.0f} ms: {out.text[:100]!r}")
+        assert (out.status, out.error) == (e.status, None), seen
+        assert out.headers.get("content-type", "").startswith("text/plain"), out.headers
+        assert out.text.startswith(e.message), out.text[:300]
+    else:
+        raise AssertionError(e.kind)
+    return None
 
 
 # --- native mode: an empty reply is asked again ----------------------------------------------------

@@ -4,6 +4,7 @@ server's own `tools/list` result; every call opens a session (initialize, notifi
 through Envoy before its `tools/call`."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -64,6 +65,28 @@ def test_arguments_the_schema_refuses_never_reach_the_server(gateway, mocks):
     assert answer_of(gateway.chat(q)) == "Cannot."
     content = tool_results(mocks, q)["c1"]
     assert content.startswith("Invalid arguments for 'add': at /a:"), content
+
+
+def requests_to_server(gateway, port: int) -> int:
+    """Requests Envoy sent to the MCP server's cluster so far (its upstream_rq_total)."""
+    stats = json.loads(gateway.envoy._admin_get("/stats?format=json&filter=upstream_rq_total") or "{}")["stats"]
+    name = f"cluster.outbound|{port}||mcp.dns.upstream_rq_total"
+    return next((s["value"] for s in stats if s.get("name") == name), 0)
+
+
+def test_requests_share_one_session(running, mocks):
+    """The second of two requests calling the server sends only its tools/call (1 request to the server,
+    not initialize + notifications/initialized + tools/call): it uses the session the first one left."""
+    gateway, server = running
+    sent = []
+    for i in range(2):
+        q = f"MCP shared session: request {i + 1}"
+        mocks.llm.script(q, tool_calls(("c1", "add", {"a": i, "b": 1})), "ok")
+        before = requests_to_server(gateway, server.port)
+        assert answer_of(gateway.chat(q)) == "ok"
+        assert tool_results(mocks, q) == {"c1": str(i + 1)}
+        sent.append(requests_to_server(gateway, server.port) - before)
+    assert sent[1] == 1, f"requests to the MCP server per agent request: {sent}"
 
 
 def test_a_restarted_server_gets_a_new_session(running, mocks):

@@ -636,16 +636,24 @@ def answer_content(out: Outcome, stream: bool) -> str:
     return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
 
 
-def error_of(out: Outcome, stream: bool, late: bool) -> dict:
+def error_of(out: Outcome, stream: bool, late: bool, prelude: bool = False) -> dict:
     """The OpenAI error object of a failed reply: a late one (status 200 already out: JSON with
-    `choices: []`, or an SSE error event then [DONE]) or one with its real status (always JSON)."""
+    `choices: []`, or an SSE error event then [DONE]) or one with its real status (always JSON).
+    `prelude`: in a late SSE error, chunks without answer content (the role chunk a live stream sends
+    first) may come before the error event."""
     assert out.error is None, out.describe()
     assert "content-encoding" not in out.headers, f"an error body sent as {out.headers['content-encoding']}"
     if late and stream:
         assert out.headers["content-type"].startswith("text/event-stream"), out.headers
         events = sse_events(out.text)
-        assert len(events) == 2 and events[1] == "[DONE]", events
-        err = json.loads(events[0])
+        assert len(events) >= 2 and events[-1] == "[DONE]", events
+        if prelude:
+            for lead in map(json.loads, events[:-2]):
+                assert "error" not in lead and not any((c.get("delta") or {}).get("content")
+                                                       for c in lead.get("choices") or []), lead
+        else:
+            assert len(events) == 2, events
+        err = json.loads(events[-2])
     else:
         assert out.headers["content-type"].startswith("application/json"), out.headers
         err = out.json()
