@@ -14,6 +14,7 @@ mod protocol;
 mod react;
 mod report;
 mod retry;
+pub mod sessions;
 mod steps;
 
 use crate::config::Config;
@@ -184,6 +185,12 @@ impl Agent {
     /// Whether the client asked for SSE; known once the request was read.
     pub fn wants_stream(&self) -> bool {
         self.stream
+    }
+
+    /// The client's request body has not been read yet: a response now (Envoy's own, e.g. a 413 for a
+    /// body over the listener's buffer limit) is not a turn of the loop and goes to the client as is.
+    pub fn awaits_request(&self) -> bool {
+        matches!(self.state, State::AwaitRequest)
     }
 
     pub fn is_done(&self) -> bool {

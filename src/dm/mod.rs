@@ -67,6 +67,15 @@ fn config_new(envoy: EnvoyConfig, name: &[u8], text: Vec<u8>) -> Option<Arc<DmCo
             return None;
         }
     };
+    if let Some(s) = plugin.configs().flat_map(|c| c.listed_servers()).next() {
+        // Listing servers needs callouts from outside any request, which this host's shim does not do.
+        log::error!(
+            "api-agent configuration rejected: {}: required on the dynamic-module host, which does not list MCP \
+             servers (pin the result of the server's tools/list as toolsList)",
+            s.field
+        );
+        return None;
+    }
     describe(&plugin);
     logger::add_secrets(plugin.secrets());
     let id = NEXT_CONFIG.fetch_add(1, Ordering::Relaxed);

@@ -48,8 +48,9 @@ pub enum Act {
 
 static STREAMS: AtomicU32 = AtomicU32::new(0);
 
-/// The most a streamed callout's reply may carry (an SSE turn is several times its text).
-const STREAMED_REPLY_LIMIT: usize = 8 << 20;
+/// The most a streamed callout's reply may carry: far above any real LLM turn (an SSE turn is several
+/// times its text), and above what this Envoy lets a plain callout buffer in the fault suite (28 MiB).
+const STREAMED_REPLY_LIMIT: usize = 64 << 20;
 
 /// A streamed callout in flight: the agent's call, and its head and body so far.
 struct Streamed {
@@ -166,7 +167,9 @@ impl Stream {
             // The consumer's credentials are for the gateway, never for the provider.
             self.set_header(HeaderMap::Request, "authorization", Some(&format!("Bearer {key}")));
         }
-        self.agent = Some(Agent::new(cfg, meta));
+        let mut agent = Agent::new(Rc::clone(&cfg), meta);
+        crate::agent::sessions::seed(&cfg, &mut agent);
+        self.agent = Some(agent);
         self.set_header(HeaderMap::Request, "content-length", None);
         self.set_header(HeaderMap::Request, "accept-encoding", None);
         // Held until the body is read: the upstream gets the rewritten request whole, or nothing.
@@ -204,6 +207,14 @@ impl Stream {
             return ffi::CONTINUE;
         }
         let status = self.header(HeaderMap::Response, ":status").unwrap_or_default();
+        if self.agent.as_ref().is_some_and(Agent::awaits_request) {
+            log::warn!(
+                "#{} answered {status} before the request was read (Envoy's own reply?); passed to the client",
+                self.rid
+            );
+            self.agent = None;
+            return ffi::CONTINUE;
+        }
         if self.config.as_ref().is_some_and(|c| c.loop_phase == LoopPhase::Request) {
             log::warn!("#{} the route's upstream answered {status} while the loop ran; passed to the client", self.rid);
             self.agent = None;
@@ -553,6 +564,10 @@ impl Stream {
             return;
         };
         self.reported = true;
+        if let Some(cfg) = &self.config {
+            // This worker's requests share one session per MCP server.
+            crate::agent::sessions::keep(cfg, agent);
+        }
         let r = agent.report();
         self.cfg.metrics.emit(self.envoy, r);
         if log::log_enabled!(log::Level::Info) {

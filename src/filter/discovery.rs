@@ -136,7 +136,7 @@ fn swap(i: usize, list: &serde_json::Value) {
             super::metrics::mcp_listing(api, "listed");
             log::info!("MCP tools of apis[{api}] listed: {} tool(s): {}", names.len(), names.join(", "));
             let next = Rc::new(next);
-            super::sessions::moved(&cfg, &next);
+            crate::agent::sessions::moved(&cfg, &next);
             VM.with(|vm| {
                 let mut vm = vm.borrow_mut();
                 if let Some(plugin) = vm.plugin.as_ref() {

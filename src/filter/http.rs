@@ -124,7 +124,7 @@ impl Http {
         };
         let commands = agent.handle(event, now);
         if let Some(cfg) = &self.config {
-            super::sessions::keep(cfg, agent);
+            crate::agent::sessions::keep(cfg, agent);
         }
         let action = self.run(commands);
         if self.agent.as_ref().is_some_and(Agent::is_done) {
@@ -297,7 +297,7 @@ impl Http {
             set_header(Map::RequestHeaders, "authorization", Some(&format!("Bearer {key}")));
         }
         let mut agent = Agent::new(Rc::clone(cfg), meta);
-        super::sessions::seed(cfg, &mut agent);
+        crate::agent::sessions::seed(cfg, &mut agent);
         self.agent = Some(agent);
         set_header(Map::RequestHeaders, "content-length", None);
         set_header(Map::RequestHeaders, "accept-encoding", None);
@@ -327,6 +327,14 @@ impl Http {
             return CONTINUE;
         }
         let status = header(Map::ResponseHeaders, ":status").unwrap_or_default();
+        if self.agent.as_ref().is_some_and(Agent::awaits_request) {
+            log::warn!(
+                "#{} answered {status} before the request was read (Envoy's own reply?); passed to the client",
+                self.rid
+            );
+            self.agent = None;
+            return CONTINUE;
+        }
         if self.config.as_ref().is_some_and(|c| c.loop_phase == LoopPhase::Request) {
             // The route's upstream got only the headers; what it says is not a turn of the loop.
             log::warn!("#{} the route's upstream answered {status} while the loop ran; passed to the client", self.rid);
@@ -349,6 +357,10 @@ impl Http {
             return self.feed(Event::UpstreamReply { status, body: &[], headers_sent: false });
         }
         self.phase = Phase::Response;
+        if ok && self.upstream_status != 200 {
+            // The client gets the agent's answer, not the provider's 201/206.
+            set_header(Map::ResponseHeaders, ":status", Some("200"));
+        }
         let stream = ok && self.agent.as_ref().is_some_and(Agent::wants_stream);
         let content_type = if stream { "text/event-stream" } else { "application/json" };
         set_header(Map::ResponseHeaders, "content-length", None);

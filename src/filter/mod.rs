@@ -14,7 +14,6 @@ mod discovery;
 mod http;
 mod logger;
 mod metrics;
-mod sessions;
 
 use crate::config::Plugin;
 use abi::Map;
@@ -102,7 +101,7 @@ pub extern "C" fn proxy_on_configure(_id: u32, _size: usize) -> u32 {
     let bytes = abi::get_buffer(abi::Buffer::PluginConfiguration, usize::MAX).unwrap_or_default();
     match Plugin::from_slice(&bytes) {
         Ok(plugin) => {
-            sessions::clear();
+            crate::agent::sessions::clear();
             logger::set_secrets(plugin.secrets());
             let (warnings, lines) = plugin.startup_lines();
             warnings.iter().for_each(|w| log::warn!("{w}"));

@@ -27,9 +27,9 @@ fault matrix's short timeouts), the invariants:
 4. Envoy is alive (admin /ready is LIVE) and logged no panic, trap, segfault or Envoy bug meanwhile.
 The last test: every gateway answers an ordinary request, plain and streamed, and its whole log is clean.
 
-Known bugs (strict xfails, each with a deterministic test in the last section; the fuzz cases that meet
-them are marked by the inputs that trigger them, so a fix shows up as XPASS): OVER_LIMIT_BODY_HANGS (both
-hosts) and OTHER_2XX_KEPT (Proxy-Wasm).
+Found by the fuzz and fixed, each with a deterministic test in the last section: a chat body over the
+listener's buffer limit hung in `loop: response` (Envoy's 413 came before the request was read; both
+hosts now pass it on), and Proxy-Wasm answered with the first LLM reply's 201/206 (now 200).
 
 ENVOY_FUZZ_CASES (default 150) sets the number of cases, ENVOY_FUZZ_SEED the seed (default fixed, so CI
 is reproducible; `random` draws one). A failing case prints the command that runs it alone.
@@ -126,19 +126,7 @@ def build_case(index: int) -> Case:
     return Case(index, kind, mode, loop, stream, question, location, request, llm, tool)
 
 
-# Known bugs the fuzz meets, by the inputs that trigger them (strict xfails: a fix shows up as XPASS).
-OVER_LIMIT_BODY_HANGS = (
-    "loop response, a chat request whose body is over the listener's buffer limit (1 MiB): Envoy answers "
-    "413 Payload Too Large through the encoder filters, the filter logs 'ignored an event the agent does not "
-    "wait for: upstream reply 413' and keeps the reply stopped, so the client waits until it gives up (no "
-    "byte more within 25 s in a probe), then the request is logged outcome=cancelled. Proxy-Wasm sends the "
-    "413 headers (content-type application/json, chunked) and never a body byte; the dynamic module sends "
-    "nothing at all. loop request: Envoy's 413 'Payload Too Large' at once, on both hosts")
-KNOWN_BUG_CLIENT_TIMEOUT_S = 3     # the right answer (a 413) comes in milliseconds
-OTHER_2XX_KEPT = (
-    "Proxy-Wasm, loop response: when the first LLM reply has another 2xx status than 200 (201, 202, 206), the "
-    "filter's own answer keeps it: a chat.completion, an SSE stream or a late error sent as 'HTTP 206' (Partial "
-    "Content, without Content-Range) or 'HTTP 201'; loop request and the dynamic module answer 200")
+CLIENT_TIMEOUT_413_S = 3     # the 413 comes in milliseconds
 # Which host this run loads (the DM conftest points WASM at the .so).
 HOST = "dm" if os.environ.get("WASM", "").endswith(".so") else "wasm"
 FILE = "tests/e2e_dm/test_fuzz_envoy_dm.py" if HOST == "dm" else "tests/e2e/test_fuzz_envoy.py"
@@ -150,25 +138,10 @@ def over_limit_chat_body(request: ClientRequest, loop: str) -> bool:
             and ctype == b"application/json" and len(request.body) > MiB)
 
 
-def other_2xx_first(loop: str, first_status: int | None) -> bool:
-    """(204 excepted: without a body it is a real 502 llm_bad_reply, a fault matrix cell.)"""
-    return HOST == "wasm" and loop == "response" and first_status in (201, 202, 203, 205, 206)
-
-
-def known_bug(case: "Case") -> str | None:
-    if over_limit_chat_body(case.request, case.loop):
-        return OVER_LIMIT_BODY_HANGS
-    first = case.llm[0][0] if case.llm else None
-    if first is not None and first.kind == "reply" and other_2xx_first(case.loop, first.status):
-        return OTHER_2XX_KEPT
-    return None
-
-
 def params():
     for i in range(CASES):
         case = build_case(i)
-        bug = known_bug(case)
-        yield pytest.param(i, id=case.id, marks=[pytest.mark.xfail(strict=True, reason=bug)] if bug else [])
+        yield pytest.param(i, id=case.id)
 
 
 # --- fixtures ------------------------------------------------------------------------------------
@@ -323,7 +296,7 @@ def test_envoy_fuzz_case(gateways, rig, host, watch, index):
         rig.llm.script(case.question, *(act for act, _ in case.llm))
     if case.tool:
         rig.weather.faults[case.location] = case.tool[0]
-    out = send(gw.port, case.request, KNOWN_BUG_CLIENT_TIMEOUT_S if known_bug(case) else CLIENT_TIMEOUT_S)
+    out = send(gw.port, case.request, CLIENT_TIMEOUT_S)
     llm_sent = [e.act for e in rig.llm.exchanges]
     what, problems = check(case, out, llm_sent, host)
     OUTCOMES[(what, out.status)] += 1
@@ -339,10 +312,7 @@ def test_envoy_fuzz_case(gateways, rig, host, watch, index):
 
 # --- found by the fuzz ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("loop", [
-    pytest.param("response", marks=pytest.mark.xfail(strict=True, reason=OVER_LIMIT_BODY_HANGS)),
-    "request",
-])
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_a_chat_body_over_the_listener_limit_gets_a_413(gateways, loop, stream):
     """A 1.1 MiB chat request (the listener keeps Envoy's 1 MiB buffer limit) is refused with a complete
@@ -351,7 +321,7 @@ def test_a_chat_body_over_the_listener_limit_gets_a_413(gateways, loop, stream):
     body = chat_body(random.Random(0), "Too long: " + "x" * (1100 * 1024), stream, extras=False)
     request = ClientRequest(headers=std_headers(), body=json.dumps(body).encode(), stream=stream)
     assert over_limit_chat_body(request, "response")
-    out = send(gw.port, request, KNOWN_BUG_CLIENT_TIMEOUT_S)
+    out = send(gw.port, request, CLIENT_TIMEOUT_413_S)
     assert (out.status, out.error) == (413, None), f"{out.describe()} after {out.elapsed_s * 1000:.0f} ms"
     assert out.text == "Payload Too Large" or out.json()["error"]["code"] == "request_too_large", out.text[:300]
     assert alive(gw.envoy)
@@ -362,8 +332,6 @@ def test_a_chat_body_over_the_listener_limit_gets_a_413(gateways, loop, stream):
 @pytest.mark.parametrize("status", [201, 206])
 def test_a_first_reply_with_another_2xx_is_answered_200(request, gateways, rig, loop, stream, status):
     """The first LLM turn answers 201 or 206 with a usable completion: the client's answer is a 200."""
-    if other_2xx_first(loop, status):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=OTHER_2XX_KEPT))
     gw = gateways.get("react", loop)
     q = f"Fuzz: a first reply with HTTP {status} ({loop}, stream={stream})?"
     rig.llm.script(q, reply(status, tool_turn_bytes("react", "Oslo")), final_turn("react", "Cold in Oslo."))

@@ -1,7 +1,7 @@
 """MCP discovery on the dynamic module. Not implemented on this host (README, "Hosts: Proxy-Wasm and dynamic
 module": not yet on this host), so the tests of tests/e2e/test_mcp_discovery.py are skipped here by name
-with that reason. What this host does today with a server that has no pinned `toolsList` is a strict
-xfail: it must not serve requests as if the server had no tools."""
+with that reason. A server without a pinned `toolsList` is refused when the configuration loads, by its
+field's name, rather than served as if it had no tools."""
 from __future__ import annotations
 
 import pytest
@@ -17,14 +17,6 @@ NO_DISCOVERY = ("MCP discovery (a server without a pinned toolsList listed by th
                 "5 minutes, requests answered 503 tools_not_ready until a tool is listed) is not implemented on "
                 "the dynamic-module host")
 
-UNLISTED_IS_TOOLLESS = (
-    "a server without toolsList on the dynamic module silently has no tools: the configuration loads "
-    "('api-agent configured (global): 0 tool(s) from 1 API(s), mode Native, ...', no warning), nothing lists "
-    "the server, and every request is sent to the LLM with 'tools': [] and answered 200 without any tool, "
-    "where Proxy-Wasm answers 503 tools_not_ready until the server is listed; a configuration moved from "
-    "the Wasm build loses its MCP tools without a word (wanted: refused at load naming toolsList, or the 503)")
-
-
 @pytest.mark.skip(reason=NO_DISCOVERY)
 def test_a_server_is_listed_when_the_plugin_starts(mocks, wasm, envoy_binary, tmp_path):
     server_is_listed_at_start(mocks, wasm, envoy_binary, tmp_path)
@@ -35,7 +27,7 @@ def test_requests_before_any_tool_get_a_503_until_the_server_is_up(mocks, wasm, 
     requests_get_503_until_listed(mocks, wasm, envoy_binary, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason=UNLISTED_IS_TOOLLESS)
+
 def test_an_unlisted_server_is_refused_or_not_ready(mocks, wasm, envoy_binary, tmp_path):
     """Either the configuration is refused (naming toolsList) or requests get the 503 until tools exist."""
     port = mcp.free_port()       # the plugin's only tools would come from a server that is not there

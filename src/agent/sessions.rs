@@ -1,8 +1,8 @@
-//! MCP sessions per VM: each configuration's map of `apis[]` index → session id, seeded into every
+//! MCP sessions per VM (Proxy-Wasm) or per worker thread (dynamic module): each configuration's map of `apis[]` index → session id, seeded into every
 //! request's agent and updated from what the request leaves. Requests then share one session per
 //! server (a server keeps a bounded number of sessions) instead of opening one each.
 
-use crate::agent::Agent;
+use super::Agent;
 use crate::config::Config;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
