@@ -97,7 +97,7 @@ oci: build
 deploy-test: oci $(VENV)/.ok
 	ENVOY=$(ENVOY) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
 
-test: setup unit e2e acceptance deploy-test check-dm-symbols e2e-dm
+test: setup unit e2e acceptance deploy-test check-dm-symbols e2e-dm acceptance-dm
 
 cli:
 	cargo build --release --bin api-agent

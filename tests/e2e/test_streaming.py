@@ -1,12 +1,16 @@
-"""stream:true from the client: the LLM is still asked with stream:false, and the answer comes back as
+"""stream:true from the client: the LLM is asked with stream:false (the dynamic module: stream:true, to
+relay the answer live), and the answer comes back as
 chat.completion.chunk SSE events that the official client and its .stream() helper both accept."""
 import json
+import os
 
 from support.agent import CLIENT_HEADERS, CLIENT_MODEL, CHAT_PATH
 from support.client import request, sse_events
 from support.mocks import USAGE
 from support.react import action, final
 
+# The host under test streams live (tests/e2e_dm points WASM at the dynamic module).
+LIVE = os.environ.get("WASM", "").endswith(".so")
 # Quotes, a newline and non-ASCII: the answer must survive JSON escaping inside the SSE events.
 ANSWER = 'Jinan: "sunny", 21 °C.\nEnjoy!'
 
@@ -34,7 +38,10 @@ def test_raw_sse_framing(gateway, mocks):
     assert deltas[0]["role"] == "assistant"
     assert "".join(d.get("content") or "" for d in deltas) == ANSWER
     assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "stop"
-    assert [r.json()["stream"] for r in mocks.llm.requests_for(q)] == [False, False]
+    turns = [r.json() for r in mocks.llm.requests_for(q)]
+    # The dynamic module streams the answer live: it asks for every turn as a stream, with its usage.
+    assert [t["stream"] for t in turns] == [LIVE, LIVE]
+    assert all(t.get("stream_options") == ({"include_usage": True} if LIVE else None) for t in turns)
 
 
 def test_official_client_create_stream(gateway, mocks):

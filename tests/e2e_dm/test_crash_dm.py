@@ -11,7 +11,11 @@ What the client gets on this host (`expect_dm_plain`, `expect_dm_stream`):
 | native, streaming, a first reply just under 1 MiB whose SSE answer is just over | real 502 response_too_large (Wasm: late) | real 502 response_too_large |
 | a 2 MiB answer with maxResponseBytes 4 MiB over a 1 MiB listener | ENVOY 500 `Internal Server Error` (the answer went into the held reply body, past the listener's limit) | 200 with the whole 2 MiB answer (a local reply: no listener limit applies) |
 
-Streaming clients get what plain clients get: this host sends nothing before the loop ends.
+Streaming clients (`expect_dm_stream`) get their answer live, every turn a streamed callout in both
+loops: the later answer's response_too_large is an error event after the role chunk the stream started
+with when the loop went on to the tool; the first reply's is a real 502 (nothing was sent yet); and
+with the raised limit the whole 2 MiB answer arrives as a 200 stream in both loops (the filter sends it
+itself: no held body against the listener's limit).
 """
 from __future__ import annotations
 
@@ -46,10 +50,15 @@ def expect_dm_plain(case: str, loop: str) -> Expect:
 
 
 def expect_dm_stream(case: str, loop: str) -> Expect:
-    """A streaming client on the dynamic module: today what a plain client gets (nothing is sent before
-    the loop ends). Live SSE changes this function only (e.g. a too-large answer after a first turn that
-    answered 2xx becomes `Expect("error", 200, ..., late=True, prelude=True)`)."""
-    return expect_dm_plain(case, loop)
+    """A streaming client on the dynamic module (live streaming, every turn a callout in both loops):
+    a later answer comes after the stream started with the tool call, so too large is an error event
+    after the role chunk; a too-large first reply has sent nothing yet (a real 502); and the filter's
+    own stream is not held against the listener's limit, so the raised limit gets the whole answer."""
+    if case == LATER_ANSWER:
+        return Expect("error", 200, "response_too_large", "the answer is ", late=True, prelude=True)
+    if case == RAISED_LIMIT:
+        return Expect("answer")
+    return TOO_LARGE
 
 
 def expect_dm(case: str, loop: str, stream: bool) -> Expect:

@@ -6,10 +6,11 @@ response`, holds the LLM reply's response headers while the loop runs. So nothin
 failure after the first turn is a real 502/504 with a JSON error, and the first turn's unusable 2xx
 replies too; and where Envoy itself gives up on the held first reply (its body broken, too slow, over
 the listener's buffer limit), Envoy answers with its own text reply and a real status instead of the
-Wasm build's 200-then-reset. Streaming clients get exactly what plain clients get (the answer's SSE
-comes whole when the loop ends): `expect_dm_stream` is the one place that says so.
+Wasm build's 200-then-reset. Streaming clients get their answer live (`expect_dm_stream`): every turn
+is a streamed callout, so the first turn is `loop: request`'s column for them in both loops, and a
+later failure is an SSE error event after the role chunk the stream started with (then [DONE]).
 
-What the client sees (`real`: a JSON OpenAI error with that status, also for streaming clients;
+What a plain client sees (`real`: a JSON OpenAI error with that status;
 `passthrough`: the provider's status and bytes; `ENVOY`: Envoy's own `text/plain` local reply, which no
 filter sees; N×: requests for the faulted turn, retries included):
 
@@ -88,15 +89,14 @@ def expect_dm_plain(loop: str, position: str, fault: str) -> Expect:
 
 
 def expect_dm_stream(loop: str, position: str, fault: str) -> Expect:
-    """A streaming client (`stream: true`) on the dynamic module.
-
-    Today this host sends nothing before the loop ends, so a streaming client gets exactly what a plain
-    one gets: the same real statuses with a JSON error (never an SSE error event), the answer as one
-    SSE body at the end. Live SSE (response headers and the role chunk as soon as the first LLM turn
-    answers 2xx, later failures as an in-stream error event then [DONE]) changes this function only:
-    such a cell becomes `Expect("error", 200, code, message, late=True, prelude=True, attempts=...)`
-    (check_outcome then accepts content-free chunks before the error event)."""
-    return expect_dm_plain(loop, position, fault)
+    """A streaming client (`stream: true`) on the dynamic module: live streaming. Every turn is a
+    streamed callout whichever the loop, so the first turn is what `loop: request` gives (real
+    statuses: nothing was sent yet); the stream starts (200, the role chunk) when the loop goes on to
+    tools, so a later failure is an error event in it after that chunk, then [DONE]."""
+    base = expect("request", position, fault)
+    if position == "later" and base.kind == "error":
+        return replace(base, status=200, late=True, prelude=True)
+    return base
 
 
 def expect_dm(loop: str, position: str, fault: str, stream: bool) -> Expect:

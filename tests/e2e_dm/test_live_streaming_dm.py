@@ -1,6 +1,6 @@
-"""Issue 14, the contract live streaming must meet on this host: a streaming client gets the final answer's
-deltas while the model still produces them, not when the loop ends. Not built yet: strict xfail, so the
-tests fail loudly (XPASS) once it works and the marks must go."""
+"""Issue 14, the contract live streaming meets on this host: a streaming client gets the final answer's
+deltas while the model still produces them, not when the loop ends, and its response starts (200, the
+role chunk) when the loop goes on to tools, before they answer."""
 from __future__ import annotations
 
 import http.client
@@ -10,6 +10,7 @@ import time
 import pytest
 
 from support.agent import CHAT_PATH, CLIENT_HEADERS, CLIENT_MODEL, LLM_MODEL
+from support.apis import WEATHER_NOW
 from support.mocks import Response
 from support.react import action, final
 from test_native import tool_calls
@@ -60,3 +61,22 @@ def test_native_final_answer_deltas_arrive_as_produced(gateways, mocks):
     first, end, text = stream_times(gateways(mode="native").port, q)
     assert text == ANSWER
     assert first < end - MARGIN_S, f"first answer token at {first:.3f} s, stream ended at {end:.3f} s"
+
+
+def test_the_response_starts_when_tools_run_not_when_they_answer(gateways, mocks):
+    q = "Live: a slow weather service (native)."
+    slow = Response.json({"weather": "snow"}, delay_s=1.5)
+    mocks.weather.route("GET", WEATHER_NOW, slow)
+    mocks.llm.script(q, tool_calls(("c1", "get_weather_now", {"location": "Oslo"})), "Snow in Oslo.")
+    body = json.dumps({"model": CLIENT_MODEL, "messages": [{"role": "user", "content": q}], "stream": True})
+    conn = http.client.HTTPConnection("127.0.0.1", gateways(mode="native").port, timeout=30)
+    t0 = time.perf_counter()
+    conn.request("POST", CHAT_PATH, body, {**CLIENT_HEADERS, "content-type": "application/json"})
+    resp = conn.getresponse()
+    role = json.loads(resp.readline()[len(b"data: "):])
+    at = time.perf_counter() - t0
+    assert resp.status == 200 and role["choices"][0]["delta"]["role"] == "assistant"
+    assert at < 1.0, f"the role chunk came at {at:.3f} s, after the 1.5 s tool"
+    rest = resp.read().decode()
+    conn.close()
+    assert "Snow in Oslo." in rest and rest.endswith("data: [DONE]\n\n")
