@@ -444,8 +444,13 @@ impl Stream {
         let mut headers: Vec<(&str, &str)> =
             vec![(":method", call.method), (":path", &call.path), (":authority", &call.authority)];
         headers.extend(call.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let length;
         let started = if call.stream {
             let body = call.body.as_deref().unwrap_or_default();
+            // Envoy sends a streamed request's body chunked unless told its length, and not every
+            // LLM server reads chunked request bodies.
+            length = body.len().to_string();
+            headers.push(("content-length", &length));
             self.envoy.start_stream(&call.cluster, &headers, body, call.timeout_ms).map(|sid| {
                 let s = Streamed { id: call.id, status: None, headers: Vec::new(), body: Vec::new() };
                 self.streams.insert(sid, s);
