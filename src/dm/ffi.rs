@@ -71,6 +71,15 @@ fn copy_headers(headers: *const EnvoyHeader, size: usize) -> Vec<(String, String
         .collect()
 }
 
+/// Chunks copied into one buffer (one copy each, not byte by byte).
+fn concat(chunks: &[EnvoyBuffer]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(chunks.iter().map(|c| c.length).sum());
+    for c in chunks {
+        out.extend_from_slice(c.bytes());
+    }
+    out
+}
+
 /// Envoy's body chunks of a hook, copied into one buffer.
 fn copy_chunks(chunks: *const EnvoyBuffer, count: usize) -> Vec<u8> {
     if chunks.is_null() || count == 0 {
@@ -78,7 +87,7 @@ fn copy_chunks(chunks: *const EnvoyBuffer, count: usize) -> Vec<u8> {
     }
     // SAFETY: Envoy's array of `count` buffers, valid during the hook.
     let chunks = unsafe { std::slice::from_raw_parts(chunks, count) };
-    chunks.iter().flat_map(|c| c.to_vec()).collect()
+    concat(chunks)
 }
 
 impl ModuleBuffer {
@@ -93,13 +102,18 @@ impl ModuleBuffer {
 impl EnvoyBuffer {
     const EMPTY: EnvoyBuffer = EnvoyBuffer { ptr: null(), length: 0 };
 
-    /// A copy of Envoy's bytes (they live only until the hook returns or a setter is called).
-    fn to_vec(self) -> Vec<u8> {
+    /// Envoy's bytes, valid only until the hook returns or a setter is called: copy them at once.
+    fn bytes(&self) -> &[u8] {
         if self.ptr.is_null() || self.length == 0 {
-            return Vec::new();
+            return &[];
         }
-        // SAFETY: Envoy hands a valid {ptr, length} for the current hook; copied at once.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.length) }.to_vec()
+        // SAFETY: Envoy hands a valid {ptr, length} for the current hook.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.length) }
+    }
+
+    /// A copy of Envoy's bytes.
+    fn to_vec(self) -> Vec<u8> {
+        self.bytes().to_vec()
     }
 }
 
@@ -386,7 +400,7 @@ impl Envoy {
             if !envoy_dynamic_module_callback_http_get_body_chunks(self.0, which as u32, chunks.as_mut_ptr()) {
                 return Vec::new();
             }
-            chunks.into_iter().flat_map(EnvoyBuffer::to_vec).collect()
+            concat(&chunks)
         }
     }
 
