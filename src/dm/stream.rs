@@ -80,6 +80,8 @@ pub struct Stream {
     streams: BTreeMap<u64, Streamed>,
     /// The client's response was started by the filter (live streaming): the rest goes as data.
     opened: bool,
+    /// Envoy completed the stream: later callout events are dropped.
+    closed: bool,
     rid: String,
     upstream_status: u16,
     /// When the agent wants `Event::Wake`, and the timer that will bring it.
@@ -103,6 +105,7 @@ impl Stream {
             calls: BTreeMap::new(),
             streams: BTreeMap::new(),
             opened: false,
+            closed: false,
             rid: String::new(),
             upstream_status: 0,
             wake: None,
@@ -266,6 +269,10 @@ impl Stream {
 
     /// A callout reply or a wake-up (outside of any header or body hook).
     pub fn on_deferred(&mut self, d: Deferred) {
+        if self.closed {
+            // Envoy is done with the stream: nothing may be sent on it any more.
+            return;
+        }
         let act = match d {
             Deferred::Callout(reply) => self.on_callout(reply),
             Deferred::Stream(sid, event) => self.on_stream(sid, event),
@@ -286,6 +293,11 @@ impl Stream {
     pub fn on_closed(&mut self) {
         self.report();
         self.close_scheduler();
+        self.closed = true;
+        // A streamed callout still running (the client left mid-answer) is of no use now.
+        for sid in std::mem::take(&mut self.streams).into_keys() {
+            self.envoy.reset_stream(sid);
+        }
     }
 
     pub fn on_destroy(&mut self) {

@@ -80,3 +80,28 @@ def test_the_response_starts_when_tools_run_not_when_they_answer(gateways, mocks
     rest = resp.read().decode()
     conn.close()
     assert "Snow in Oslo." in rest and rest.endswith("data: [DONE]\n\n")
+
+
+def test_a_client_that_leaves_mid_answer_leaves_envoy_well(gateways, mocks):
+    """The client closes its connection while the final turn is still streaming to the agent: the
+    streamed callout is reset, nothing is sent on the finished stream, and Envoy goes on serving."""
+    gw = gateways(mode="native")
+    q = "Live: the client leaves mid-answer."
+    mocks.llm.script(q, tool_calls(("c1", "get_weather_now", {"location": "Oslo"})),
+                     Response.slow(ANSWER, LLM_MODEL, DELTAS, GAP_S))
+    body = json.dumps({"model": CLIENT_MODEL, "messages": [{"role": "user", "content": q}], "stream": True})
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
+    conn.request("POST", CHAT_PATH, body, {**CLIENT_HEADERS, "content-type": "application/json"})
+    resp = conn.getresponse()
+    while line := resp.readline():
+        if line.startswith(b"data: {") and b'"content":"' in line and b'"content":""' not in line:
+            break
+    conn.sock.close()
+    conn.close()
+    time.sleep(GAP_S * DELTAS + 0.3)   # the model's stream would have ended by now
+    q2 = "Live: after a client left."
+    mocks.llm.script(q2, "Still here.")
+    assert gw.chat(q2).json()["choices"][0]["message"]["content"] == "Still here."
+    log = gw.envoy.log_tail(400)
+    assert "outcome=cancelled" in log
+    assert not any(p in log for p in ("panicked", "Segmentation fault", "envoy bug", "assert failure"))
