@@ -320,3 +320,37 @@ fn an_early_wake_up_keeps_the_retry_waiting() {
     let on_time = agent.handle(Event::Wake, *at);
     assert!(matches!(on_time.first(), Some(Command::Dispatch(_))), "{on_time:?}");
 }
+
+#[test]
+fn the_report_carries_the_status_envoy_itself_sent() {
+    use api_agent::agent::{Agent, Event, Outcome, RequestMeta};
+    let cfg = std::rc::Rc::new(Config::from_slice(pets(json!({})).as_bytes()).unwrap());
+    let meta = |id: &str| RequestMeta {
+        id: id.into(),
+        now_ms: 1000,
+        unix_s: 1,
+        seed: 3,
+        steps: false,
+        context_headers: Vec::new(),
+        live: false,
+    };
+    let body = user("Pets?").to_string();
+    // Still waiting for the LLM when Envoy answered 502 on its own: that is what the client got.
+    let mut agent = Agent::new(std::rc::Rc::clone(&cfg), meta("a"));
+    agent.handle(Event::ClientRequest { body: body.as_bytes() }, 1000);
+    agent.host_answered(502, 1100);
+    let r = agent.report();
+    assert_eq!((r.outcome, r.status, r.code, r.ended_ms), (Outcome::LlmError, 502, Some("host_reply"), 1100));
+    // A 2xx while the agent still runs is its own stream the client left; no status at all, the same.
+    for status in [200, 0] {
+        let mut agent = Agent::new(std::rc::Rc::clone(&cfg), meta("b"));
+        agent.handle(Event::ClientRequest { body: body.as_bytes() }, 1000);
+        agent.host_answered(status, 1100);
+        assert_eq!((agent.report().outcome, agent.report().status), (Outcome::Cancelled, 0));
+    }
+    // An answer the agent finished with its own status is left alone when Envoy agrees.
+    let mut agent = Agent::new(cfg, meta("c"));
+    agent.handle(Event::ClientRequest { body: b"not json" }, 1000);
+    agent.host_answered(400, 1100);
+    assert_eq!((agent.report().outcome, agent.report().code), (Outcome::ClientError, Some("invalid_request")));
+}

@@ -193,6 +193,26 @@ impl Agent {
         matches!(self.state, State::AwaitRequest)
     }
 
+    /// The stream ended with the client holding `status` from the host (Envoy's own reply when it gave
+    /// up on the held upstream reply, or an answer it could not write): the report says what the client
+    /// got rather than `cancelled` or the answer the agent meant. No status (the client left): as is.
+    /// A 2xx while the agent still ran is its own stream the client left: still `cancelled`.
+    pub fn host_answered(&mut self, status: u16, now_ms: u64) {
+        let same = self.is_done() && self.report.status == status;
+        let left = !self.is_done() && (200..300).contains(&status);
+        if !(100..600).contains(&status) || same || left {
+            return;
+        }
+        log::info!("#{} the client got HTTP {status} from Envoy itself", self.meta.id);
+        if !self.is_done() {
+            self.report.ended_ms = now_ms;
+        }
+        self.report.status = status;
+        self.report.code = Some("host_reply");
+        self.report.outcome =
+            if (200..300).contains(&status) { Outcome::Answered } else { Outcome::of_error(status, "host_reply") };
+    }
+
     pub fn is_done(&self) -> bool {
         matches!(self.state, State::Done)
     }

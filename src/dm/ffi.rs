@@ -143,10 +143,12 @@ pub enum Body {
     BufferedResponse = 3,
 }
 
-/// `envoy_dynamic_module_type_attribute_id` (xds.cluster_name, xds.route_name).
+/// `envoy_dynamic_module_type_attribute_id` (response.code, xds.cluster_name, xds.route_name).
 #[derive(Debug, Clone, Copy)]
 #[repr(u32)]
 pub enum Attribute {
+    /// response.code (an int attribute).
+    ResponseCode = 15,
     XdsClusterName = 57,
     XdsRouteName = 61,
 }
@@ -237,6 +239,11 @@ extern "C" {
         filter: *mut c_void,
         id: u32,
         result: *mut EnvoyBuffer,
+    ) -> bool;
+    fn envoy_dynamic_module_callback_http_filter_get_attribute_int(
+        filter: *mut c_void,
+        id: u32,
+        result: *mut u64,
     ) -> bool;
     fn envoy_dynamic_module_callback_http_filter_scheduler_new(filter: *mut c_void) -> *mut c_void;
     fn envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler: *mut c_void, event_id: u64);
@@ -509,6 +516,13 @@ impl Envoy {
         // SAFETY: valid filter pointer; `out` is written by Envoy.
         let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_string(self.0, id as u32, &mut out) };
         ok.then(|| String::from_utf8_lossy(&out.to_vec()).into_owned())
+    }
+
+    pub fn attribute_int(self, id: Attribute) -> Option<u64> {
+        let mut out = 0u64;
+        // SAFETY: valid filter pointer; `out` is written by Envoy.
+        let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_int(self.0, id as u32, &mut out) };
+        ok.then_some(out)
     }
 
     /// Adds `value` to a counter, or records it in a histogram, defined by the stream's configuration.

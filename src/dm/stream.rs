@@ -415,11 +415,8 @@ impl Stream {
             return Act::Continue;
         };
         let commands = agent.handle(event, now_ms());
-        let act = self.run(commands);
-        if self.agent.as_ref().is_some_and(Agent::is_done) {
-            self.report();
-        }
-        act
+        // Reported when the stream completes: Envoy may still fail to deliver the answer.
+        self.run(commands)
     }
 
     /// Runs the agent's commands (`agent::host::run`, as the Proxy-Wasm shim does).
@@ -577,10 +574,15 @@ impl Stream {
 
     /// The request's metrics and its one info line, once.
     fn report(&mut self) {
-        let Some(agent) = self.agent.as_ref().filter(|_| !self.reported) else {
+        if self.reported || self.agent.is_none() {
+            return;
+        }
+        self.reported = true;
+        let status = self.envoy.attribute_int(Attribute::ResponseCode).and_then(|c| u16::try_from(c).ok());
+        let Some(agent) = self.agent.as_mut() else {
             return;
         };
-        self.reported = true;
+        agent.host_answered(status.unwrap_or(0), now_ms());
         if let Some(cfg) = &self.config {
             // This worker's requests share one session per MCP server.
             crate::agent::sessions::keep(cfg, agent);
