@@ -332,16 +332,27 @@ impl Stream {
             log::warn!("#{} reply for unknown callout {}", self.rid, reply.id);
             return Act::Stop;
         };
-        let status = reply.headers.iter().find(|(k, _)| k == ":status").and_then(|(_, v)| v.parse::<u16>().ok());
-        let headers: Vec<(String, String)> = reply.headers.into_iter().filter(|(k, _)| k != ":status").collect();
+        let (status, headers) = split_status(reply.headers);
         let failure = match reply.result {
             ffi::CALLOUT_SUCCESS => classify(status, &reply.body),
             ffi::CALLOUT_RESET => Some(Failure::Broken("no response (reset)".into())),
             _ => Some(Failure::Broken("the reply exceeded the buffer limit".into())),
         };
+        self.end_call(id, failure, status, &headers, &reply.body)
+    }
+
+    /// A call is over: its failure, or its whole reply.
+    fn end_call(
+        &mut self,
+        id: CallId,
+        failure: Option<Failure>,
+        status: Option<u16>,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Act {
         match (failure, status) {
             (Some(f), _) => self.feed(Event::CallFailed { id, failure: &f }),
-            (None, Some(status)) => self.feed(Event::CallReply { id, status, headers: &headers, body: &reply.body }),
+            (None, Some(status)) => self.feed(Event::CallReply { id, status, headers, body }),
             (None, None) => Act::Stop,
         }
     }
@@ -353,9 +364,8 @@ impl Stream {
             return Act::Stop;
         };
         match event {
-            StreamEvent::Headers(mut headers, end) => {
-                let status = headers.iter().find(|(k, _)| k == ":status").and_then(|(_, v)| v.parse::<u16>().ok());
-                headers.retain(|(k, _)| k != ":status");
+            StreamEvent::Headers(headers, end) => {
+                let (status, headers) = split_status(headers);
                 let act = match status {
                     Some(status) => self.feed(Event::CallHead { id, status, headers: &headers }),
                     None => Act::Stop,
@@ -401,13 +411,7 @@ impl Stream {
         let Some(s) = self.streams.remove(&sid) else {
             return Act::Stop;
         };
-        match (classify(s.status, &s.body), s.status) {
-            (Some(f), _) => self.feed(Event::CallFailed { id: s.id, failure: &f }),
-            (None, Some(status)) => {
-                self.feed(Event::CallReply { id: s.id, status, headers: &s.headers, body: &s.body })
-            }
-            (None, None) => Act::Stop,
-        }
+        self.end_call(s.id, classify(s.status, &s.body), s.status, &s.headers, &s.body)
     }
 
     fn feed(&mut self, event: Event<'_>) -> Act {
@@ -647,6 +651,13 @@ fn dispatch_failure(code: u32, cluster: &str) -> Failure {
         ffi::INIT_MISSING_HEADERS => Failure::NotSent("the call lacks :method, :path or host".into()),
         other => Failure::NotSent(format!("the host refused the call ({other}); is cluster '{cluster}' defined?")),
     }
+}
+
+/// `:status` taken out of a reply's headers.
+fn split_status(mut headers: Vec<(String, String)>) -> (Option<u16>, Vec<(String, String)>) {
+    let status = headers.iter().find(|(k, _)| k == ":status").and_then(|(_, v)| v.parse::<u16>().ok());
+    headers.retain(|(k, _)| k != ":status");
+    (status, headers)
 }
 
 /// A reply without `:status`, or Envoy's own timeout and connect-failure replies, are failures.

@@ -38,7 +38,13 @@ def test_raw_sse_framing(gateway, mocks):
     assert deltas[0]["role"] == "assistant"
     assert "".join(d.get("content") or "" for d in deltas) == ANSWER
     assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "stop"
-    turns = [r.json() for r in mocks.llm.requests_for(q)]
+    sent = mocks.llm.requests_for(q)
+    if LIVE:
+        # Streamed callouts carry their length (Envoy would send them chunked, which not every LLM
+        # server reads); Proxy-Wasm's forwarded first turn is the route's request and goes chunked.
+        assert all(r.headers.get("content-length") == str(len(r.body)) for r in sent), [r.headers for r in sent]
+        assert all("transfer-encoding" not in r.headers for r in sent)
+    turns = [r.json() for r in sent]
     # The dynamic module streams the answer live: it asks for every turn as a stream, with its usage.
     assert [t["stream"] for t in turns] == [LIVE, LIVE]
     assert all(t.get("stream_options") == ({"include_usage": True} if LIVE else None) for t in turns)
