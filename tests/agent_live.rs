@@ -254,3 +254,16 @@ fn a_plain_client_and_a_non_live_host_are_unchanged() {
     assert_eq!(out.opened, None);
     assert!(out.first_body.starts_with(b"{"), "the first turn goes through the route");
 }
+
+#[test]
+fn a_host_may_leave_out_the_sse_body_it_streamed() {
+    let turns = vec![
+        native_calls(&[("c1", "showPetById", json!({"petId": "7"}))]),
+        Turn::Message(json!({"role": "assistant", "content": ANSWER})),
+    ];
+    let mut h = live("native", json!({}), turns);
+    h.sse_body_left_out = true;
+    let out = h.run(&streaming("Who is pet 7?"));
+    assert_eq!(out.tool_calls[0].path, "/v1/pets/7");
+    assert_eq!(content(&events(&out)), ANSWER);
+}

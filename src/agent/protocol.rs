@@ -45,7 +45,8 @@ pub enum Event<'a> {
         headers: &'a [(String, String)],
     },
     /// The next bytes of a streamed callout's body, as they arrive. The call still ends with
-    /// `CallReply` (carrying the whole body) or `CallFailed`.
+    /// `CallReply` or `CallFailed`. `CallReply` carries the whole body, except that a host may leave
+    /// out a 2xx `text/event-stream` body it delivered here: the agent reads that one from the data.
     CallData {
         id: CallId,
         data: &'a [u8],

@@ -9,6 +9,7 @@ use super::{Deferred, DmConfig};
 use crate::agent::{Agent, Call, CallId, Command, Event, Failure, Reply, RequestMeta};
 use crate::config::{Config, LoopPhase, Plugin, RequestKeys, CONSUMER_HEADER};
 use crate::doc::truncate;
+use crate::openai::answer;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -58,6 +59,10 @@ struct Streamed {
     status: Option<u16>,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
+    /// Bytes received, kept or not.
+    received: usize,
+    /// A 2xx SSE reply is read by the agent from its data as it comes: not kept twice.
+    sse: bool,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -371,6 +376,11 @@ impl Stream {
                     None => Act::Stop,
                 };
                 if let Some(s) = self.streams.get_mut(&sid) {
+                    let ok = status.is_some_and(|s| (200..300).contains(&s));
+                    s.sse = ok
+                        && headers
+                            .iter()
+                            .any(|(k, v)| k == "content-type" && v.to_ascii_lowercase().starts_with(answer::SSE));
                     s.status = status;
                     s.headers = headers;
                 }
@@ -381,8 +391,11 @@ impl Stream {
             }
             StreamEvent::Data(data, end) => {
                 let over = self.streams.get_mut(&sid).is_some_and(|s| {
-                    s.body.extend_from_slice(&data);
-                    s.body.len() > STREAMED_REPLY_LIMIT
+                    s.received += data.len();
+                    if !s.sse {
+                        s.body.extend_from_slice(&data);
+                    }
+                    s.received > STREAMED_REPLY_LIMIT
                 });
                 if over {
                     self.streams.remove(&sid);
@@ -465,7 +478,14 @@ impl Stream {
             length = body.len().to_string();
             headers.push(("content-length", &length));
             self.envoy.start_stream(&call.cluster, &headers, body, call.timeout_ms).map(|sid| {
-                let s = Streamed { id: call.id, status: None, headers: Vec::new(), body: Vec::new() };
+                let s = Streamed {
+                    id: call.id,
+                    status: None,
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                    received: 0,
+                    sse: false,
+                };
                 self.streams.insert(sid, s);
             })
         } else {

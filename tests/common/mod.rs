@@ -60,6 +60,8 @@ pub struct Harness {
     /// `sse_piece` bytes.
     pub live: bool,
     pub sse_piece: usize,
+    /// Live: end a 2xx SSE reply with an empty `CallReply` body, as the dynamic module does.
+    pub sse_body_left_out: bool,
 }
 
 /// Everything the run did, in order.
@@ -137,6 +139,7 @@ impl Harness {
             context_headers: Vec::new(),
             live: false,
             sse_piece: 16,
+            sse_body_left_out: false,
         }
     }
 
@@ -316,6 +319,8 @@ impl Harness {
         for piece in body.as_bytes().chunks(self.sse_piece.max(1)) {
             commands.extend(agent.handle(Event::CallData { id, data: piece }, now));
         }
+        let sse = status == 200 && headers.iter().any(|(k, v)| k == "content-type" && v == "text/event-stream");
+        let body = if sse && self.sse_body_left_out { "" } else { body.as_str() };
         commands.extend(agent.handle(Event::CallReply { id, status, headers: &headers, body: body.as_bytes() }, now));
         commands
     }
