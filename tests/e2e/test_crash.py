@@ -90,18 +90,51 @@ def assert_too_large(out, loop: str, stream: bool) -> dict:
     return err
 
 
-@pytest.mark.parametrize("stream", STREAMS, ids=["plain", "stream"])
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("loop", LOOPS)
-@pytest.mark.parametrize("answer", [ANSWER_2MIB, ANSWER_U0001], ids=["2mib", "300kib-u0001"])
-def test_oversized_later_answer(gateways, rig, loop, mode, stream, answer):
-    """A later LLM turn (a callout, so no listener limit applies to it) returns the final answer."""
+def later_answer(gateways, rig, loop: str, mode: str, stream: bool, answer: str):
+    """A tool turn, then `answer` as the later LLM turn: (gateway, question, label, what the client got)."""
     gw = default_gateway(gateways, mode, loop)
     label = f"a {len(answer.encode())}-byte later answer ({loop}, {mode}, stream={stream})"
     q = f"Crash: {label}?"
     rig.llm.script(q, tool_turn(mode, "Bergen"), reply(200, final_turn_bytes(mode, answer)))
     out = chat(gw.port, q, stream=stream)
     print(f"{label}: the client saw {out.describe()}")
+    return gw, q, label, out
+
+
+def first_reply_under_1mib(gateways, rig, loop: str):
+    """A native streaming request whose first reply is just under 1 MiB and whose SSE answer would be
+    over it: (gateway, question, label, what the client got)."""
+    body, content, sse_size = just_under_1mib_reply()
+    assert len(body) < MiB < sse_size, (len(body), sse_size)
+    gw = default_gateway(gateways, "native", loop)
+    label = f"a {len(body)}-byte first reply whose SSE answer is ~{sse_size} bytes ({loop})"
+    q = f"Crash: {label}?"
+    rig.llm.script(q, reply(200, body))
+    out = chat(gw.port, q, stream=True)
+    print(f"{label}: the client saw {out.describe()}")
+    return gw, q, label, out
+
+
+def raised_limit_answer(gateways, rig, loop: str, stream: bool):
+    """A 2 MiB answer with maxResponseBytes over the 1 MiB listener: (gateway, label, the client's reply)."""
+    gw = gateways.get(("react", loop, "raised"), mode="react", loop=loop,
+                      top={"maxResponseBytes": RAISED_MAX_RESPONSE_BYTES})
+    label = (f"a 2 MiB answer with maxResponseBytes {RAISED_MAX_RESPONSE_BYTES} and a 1 MiB listener "
+             f"({loop}, stream={stream})")
+    q = f"Crash: {label}?"
+    rig.llm.script(q, tool_turn("react", "Bergen"), reply(200, final_turn_bytes("react", ANSWER_2MIB)))
+    out = chat(gw.port, q, stream=stream)
+    print(f"{label}: the client saw {out.describe()}; first bytes {out.body[:120]!r}")
+    return gw, label, out
+
+
+@pytest.mark.parametrize("stream", STREAMS, ids=["plain", "stream"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.parametrize("answer", [ANSWER_2MIB, ANSWER_U0001], ids=["2mib", "300kib-u0001"])
+def test_oversized_later_answer(gateways, rig, loop, mode, stream, answer):
+    """A later LLM turn (a callout, so no listener limit applies to it) returns the final answer."""
+    gw, q, label, out = later_answer(gateways, rig, loop, mode, stream, answer)
     err = assert_too_large(out, loop, stream)
     as_sent = int(err["message"].split("the answer is ", 1)[1].split(" ", 1)[0])
     assert as_sent > MiB, f"the answer as sent ({as_sent} bytes) is over the listener's 1 MiB limit"
@@ -132,14 +165,7 @@ def just_under_1mib_reply() -> tuple[bytes, str, int]:
 def test_native_stream_first_reply_just_under_1mib(gateways, rig, loop):
     """In loop response the reply is the route's upstream answer, held by the filter: under the listener
     limit, it is read; the SSE answer made of it would be over the limit (and is over maxResponseBytes)."""
-    body, content, sse_size = just_under_1mib_reply()
-    assert len(body) < MiB < sse_size, (len(body), sse_size)
-    gw = default_gateway(gateways, "native", loop)
-    label = f"a {len(body)}-byte first reply whose SSE answer is ~{sse_size} bytes ({loop})"
-    q = f"Crash: {label}?"
-    rig.llm.script(q, reply(200, body))
-    out = chat(gw.port, q, stream=True)
-    print(f"{label}: the client saw {out.describe()}")
+    gw, q, label, out = first_reply_under_1mib(gateways, rig, loop)
     err = assert_too_large(out, loop, stream=True)
     as_sent = int(err["message"].split("the answer is ", 1)[1].split(" ", 1)[0])
     assert as_sent > MiB, as_sent
@@ -152,14 +178,7 @@ def test_native_stream_first_reply_just_under_1mib(gateways, rig, loop):
 def test_answer_past_the_listener_limit_with_raised_max_response_bytes(gateways, rig, loop, stream):
     """maxResponseBytes above the listener's limit: the 2 MiB answer is written; Envoy's reaction is its
     own (recorded); Envoy must survive it and answer the next request."""
-    gw = gateways.get(("react", loop, "raised"), mode="react", loop=loop,
-                      top={"maxResponseBytes": RAISED_MAX_RESPONSE_BYTES})
-    label = (f"a 2 MiB answer with maxResponseBytes {RAISED_MAX_RESPONSE_BYTES} and a 1 MiB listener "
-             f"({loop}, stream={stream})")
-    q = f"Crash: {label}?"
-    rig.llm.script(q, tool_turn("react", "Bergen"), reply(200, final_turn_bytes("react", ANSWER_2MIB)))
-    out = chat(gw.port, q, stream=stream)
-    print(f"{label}: the client saw {out.describe()}; first bytes {out.body[:120]!r}")
+    gw, label, out = raised_limit_answer(gateways, rig, loop, stream)
     if loop == "response":
         # The dangerous path was taken: Envoy closed the stream inside the module's write.
         assert "the host closed the stream while the answer was written" in open(gw.envoy.log_path).read()

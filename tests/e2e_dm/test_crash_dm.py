@@ -21,19 +21,19 @@ from __future__ import annotations
 
 import pytest
 
-from support.faults import MiB, chat, final_turn_bytes, reply, tool_turn
+from support.faults import MiB
 from test_crash import (  # noqa: F401
     ANSWER_2MIB,
     ANSWER_U0001,
     LOOPS,
     MODES,
-    RAISED_MAX_RESPONSE_BYTES,
     STREAMS,
     assert_survives,
-    default_gateway,
+    first_reply_under_1mib,
     fresh_rig,
     gateways,
-    just_under_1mib_reply,
+    later_answer,
+    raised_limit_answer,
     rig,
 )
 from test_faults import Expect, check_outcome
@@ -77,12 +77,7 @@ def assert_as_sent_over_1mib(err: dict | None) -> None:
 @pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("answer", [ANSWER_2MIB, ANSWER_U0001], ids=["2mib", "300kib-u0001"])
 def test_oversized_later_answer(gateways, rig, loop, mode, stream, answer):
-    gw = default_gateway(gateways, mode, loop)
-    label = f"a {len(answer.encode())}-byte later answer ({loop}, {mode}, stream={stream})"
-    q = f"Crash: {label}?"
-    rig.llm.script(q, tool_turn(mode, "Bergen"), reply(200, final_turn_bytes(mode, answer)))
-    out = chat(gw.port, q, stream=stream)
-    print(f"{label}: the client saw {out.describe()}")
+    gw, q, label, out = later_answer(gateways, rig, loop, mode, stream, answer)
     assert_as_sent_over_1mib(check_outcome(out, expect_dm(LATER_ANSWER, loop, stream), stream, label=label))
     assert len(rig.llm.requests_for(q)) == 2
     assert_survives(gw, rig, mode, label)
@@ -90,14 +85,7 @@ def test_oversized_later_answer(gateways, rig, loop, mode, stream, answer):
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_native_stream_first_reply_just_under_1mib(gateways, rig, loop):
-    body, content, sse_size = just_under_1mib_reply()
-    assert len(body) < MiB < sse_size, (len(body), sse_size)
-    gw = default_gateway(gateways, "native", loop)
-    label = f"a {len(body)}-byte first reply whose SSE answer is ~{sse_size} bytes ({loop})"
-    q = f"Crash: {label}?"
-    rig.llm.script(q, reply(200, body))
-    out = chat(gw.port, q, stream=True)
-    print(f"{label}: the client saw {out.describe()}")
+    gw, q, label, out = first_reply_under_1mib(gateways, rig, loop)
     assert_as_sent_over_1mib(check_outcome(out, expect_dm(FIRST_REPLY_UNDER_1MIB, loop, True), True, label=label))
     assert len(rig.llm.requests_for(q)) == 1
     assert_survives(gw, rig, "native", label)
@@ -106,14 +94,7 @@ def test_native_stream_first_reply_just_under_1mib(gateways, rig, loop):
 @pytest.mark.parametrize("stream", STREAMS, ids=["plain", "stream"])
 @pytest.mark.parametrize("loop", LOOPS)
 def test_answer_past_the_listener_limit_with_raised_max_response_bytes(gateways, rig, loop, stream):
-    gw = gateways.get(("react", loop, "raised"), mode="react", loop=loop,
-                      top={"maxResponseBytes": RAISED_MAX_RESPONSE_BYTES})
-    label = (f"a 2 MiB answer with maxResponseBytes {RAISED_MAX_RESPONSE_BYTES} and a 1 MiB listener "
-             f"({loop}, stream={stream})")
-    q = f"Crash: {label}?"
-    rig.llm.script(q, tool_turn("react", "Bergen"), reply(200, final_turn_bytes("react", ANSWER_2MIB)))
-    out = chat(gw.port, q, stream=stream)
-    print(f"{label}: the client saw {out.describe()}; first bytes {out.body[:120]!r}")
+    gw, label, out = raised_limit_answer(gateways, rig, loop, stream)
     check_outcome(out, expect_dm(RAISED_LIMIT, loop, stream), stream, answer=ANSWER_2MIB, label=label)
     assert_survives(gw, rig, "react", label)
 
