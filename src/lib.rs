@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod config;
 pub mod doc;
+pub mod host;
 pub mod openai;
 pub mod openapi;
 pub mod prompt;

@@ -6,7 +6,6 @@ mod approval;
 mod batch;
 mod convo;
 mod format;
-pub mod host;
 mod live;
 mod mcp;
 mod native;
@@ -14,7 +13,6 @@ mod protocol;
 mod react;
 mod report;
 mod retry;
-pub mod sessions;
 mod steps;
 
 use crate::config::Config;

@@ -1,6 +1,6 @@
 //! `log` records to Envoy's log (`[dynamic_modules]`), with every configured secret masked.
 
-use super::ffi;
+use super::{abi, envoy};
 use std::sync::RwLock;
 
 struct EnvoyLogger;
@@ -18,12 +18,12 @@ pub fn install() {
 /// Envoy's level for dynamic modules, so that records below it are not even formatted.
 pub fn read_level() {
     let levels = [
-        (ffi::LOG_TRACE, log::LevelFilter::Trace),
-        (ffi::LOG_DEBUG, log::LevelFilter::Debug),
-        (ffi::LOG_INFO, log::LevelFilter::Info),
-        (ffi::LOG_WARN, log::LevelFilter::Warn),
+        (abi::LOG_TRACE, log::LevelFilter::Trace),
+        (abi::LOG_DEBUG, log::LevelFilter::Debug),
+        (abi::LOG_INFO, log::LevelFilter::Info),
+        (abi::LOG_WARN, log::LevelFilter::Warn),
     ];
-    let level = levels.iter().find(|(l, _)| ffi::log_enabled(*l)).map_or(log::LevelFilter::Error, |(_, f)| *f);
+    let level = levels.iter().find(|(l, _)| envoy::log_enabled(*l)).map_or(log::LevelFilter::Error, |(_, f)| *f);
     log::set_max_level(level);
 }
 
@@ -44,16 +44,16 @@ impl log::Log for EnvoyLogger {
             return;
         }
         let level = match record.level() {
-            log::Level::Trace => ffi::LOG_TRACE,
-            log::Level::Debug => ffi::LOG_DEBUG,
-            log::Level::Info => ffi::LOG_INFO,
-            log::Level::Warn => ffi::LOG_WARN,
-            log::Level::Error => ffi::LOG_ERROR,
+            log::Level::Trace => abi::LOG_TRACE,
+            log::Level::Debug => abi::LOG_DEBUG,
+            log::Level::Info => abi::LOG_INFO,
+            log::Level::Warn => abi::LOG_WARN,
+            log::Level::Error => abi::LOG_ERROR,
         };
         let text = record.args().to_string();
         match SECRETS.read() {
-            Ok(secrets) => ffi::log(level, &crate::redact::redact(&text, &secrets)),
-            Err(_) => ffi::log(level, "api-agent: a log line was dropped (the secrets lock is poisoned)"),
+            Ok(secrets) => envoy::log(level, &crate::redact::redact(&text, &secrets)),
+            Err(_) => envoy::log(level, "api-agent: a log line was dropped (the secrets lock is poisoned)"),
         }
     }
 

@@ -13,19 +13,28 @@
 
 #![deny(unsafe_code)]
 
-mod ffi;
+mod abi;
+mod discover;
+mod envoy;
+mod hooks;
 mod logger;
-mod metrics;
+mod port;
 mod stream;
+mod streamed;
+mod timer;
 
 use crate::config::Plugin;
-use ffi::{CalloutReply, Envoy, EnvoyConfig, StreamEvent};
+use crate::host::metrics::Metrics;
+use crate::host::Instance;
+use envoy::{CalloutReply, Envoy, EnvoyConfig, StreamEvent};
+use port::StatId;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
 use stream::Stream;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -33,11 +42,19 @@ const BUILD: &str = env!("API_AGENT_BUILD");
 /// The name the filter is configured with (`filter_name`).
 const FILTER_NAME: &[u8] = b"api-agent";
 
-/// One filter configuration: its text (parsed again per worker) and its metrics.
+/// One filter configuration: its text (parsed again per worker), its metrics, and what its MCP
+/// listings publish for the workers.
 pub struct DmConfig {
     id: u64,
     text: Vec<u8>,
-    metrics: metrics::Ids,
+    metrics: Metrics<StatId>,
+    published: Arc<discover::Published>,
+}
+
+impl DmConfig {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 static NEXT_CONFIG: AtomicU64 = AtomicU64::new(1);
@@ -45,7 +62,9 @@ static NEXT_CONFIG: AtomicU64 = AtomicU64::new(1);
 static LIVE: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
 
 thread_local! {
-    static PLUGINS: RefCell<Vec<(u64, Rc<Plugin>)>> = const { RefCell::new(Vec::new()) };
+    /// This worker's plugin instances, one per configuration Envoy holds, with the generation of the
+    /// published MCP lists each has applied.
+    static INSTANCES: RefCell<Vec<(u64, Rc<Instance>, u64)>> = const { RefCell::new(Vec::new()) };
 }
 
 fn program_init() {
@@ -67,28 +86,29 @@ fn config_new(envoy: EnvoyConfig, name: &[u8], text: Vec<u8>) -> Option<Arc<DmCo
             return None;
         }
     };
-    if let Some(s) = plugin.configs().flat_map(|c| c.listed_servers()).next() {
-        // Listing servers needs callouts from outside any request, which this host's shim does not do.
-        log::error!(
-            "api-agent configuration rejected: {}: required on the dynamic-module host, which does not list MCP \
-             servers (pin the result of the server's tools/list as toolsList)",
-            s.field
-        );
-        return None;
-    }
     describe(&plugin);
     logger::add_secrets(plugin.secrets());
     let id = NEXT_CONFIG.fetch_add(1, Ordering::Relaxed);
     if let Ok(mut live) = LIVE.lock() {
         live.insert(id);
     }
-    Some(Arc::new(DmConfig { id, text, metrics: metrics::Ids::define(envoy) }))
+    let published = Arc::new(discover::Published::default());
+    let metrics = port::define(envoy);
+    // MCP servers without a pinned toolsList are listed by the configuration, on this thread.
+    discover::start(id, envoy, Instance::new(plugin), Arc::clone(&published));
+    Some(Arc::new(DmConfig { id, text, metrics, published }))
 }
 
 fn config_destroy(cfg: &DmConfig) {
+    discover::stop(cfg.id);
     if let Ok(mut live) = LIVE.lock() {
         live.remove(&cfg.id);
     }
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The configuration's log lines, as the Wasm build writes them.
@@ -98,21 +118,24 @@ fn describe(plugin: &Plugin) {
     lines.iter().for_each(|l| log::info!("{l}"));
 }
 
-/// This worker's parsed copy of a configuration.
-fn plugin(cfg: &DmConfig) -> Option<Rc<Plugin>> {
-    PLUGINS.with(|plugins| {
-        let mut plugins = plugins.borrow_mut();
-        if let Some((_, p)) = plugins.iter().find(|(id, _)| *id == cfg.id) {
-            return Some(Rc::clone(p));
+/// This worker's instance of a configuration (parsed on its first request).
+fn instance(cfg: &DmConfig) -> Option<Rc<Instance>> {
+    INSTANCES.with(|instances| {
+        let mut instances = instances.borrow_mut();
+        if let Some((_, i, seen)) = instances.iter_mut().find(|(id, _, _)| *id == cfg.id) {
+            cfg.published.apply(i, seen);
+            return Some(Rc::clone(i));
         }
         if let Ok(live) = LIVE.lock() {
-            plugins.retain(|(id, _)| live.contains(id));
+            instances.retain(|(id, _, _)| live.contains(id));
         }
         match Plugin::from_slice(&cfg.text) {
             Ok(p) => {
-                let p = Rc::new(p);
-                plugins.push((cfg.id, Rc::clone(&p)));
-                Some(p)
+                let i = Rc::new(Instance::new(p));
+                let mut seen = 0;
+                cfg.published.apply(&i, &mut seen);
+                instances.push((cfg.id, Rc::clone(&i), seen));
+                Some(i)
             }
             Err(e) => {
                 log::error!("api-agent configuration rejected on a worker: {e}");
@@ -143,10 +166,10 @@ pub struct Slot {
 
 impl Slot {
     fn new(cfg: Arc<DmConfig>, envoy: Envoy) -> Slot {
-        let plugin = plugin(&cfg);
+        let instance = instance(&cfg);
         Slot {
             envoy,
-            stream: RefCell::new(Stream::new(envoy, cfg, plugin)),
+            stream: RefCell::new(Stream::new(envoy, cfg, instance)),
             pending: RefCell::new(Vec::new()),
             poisoned: Cell::new(false),
         }
@@ -156,7 +179,7 @@ impl Slot {
     /// re-entrant call. A panic becomes a 500 for this request.
     fn run(&self, busy: u32, f: impl FnOnce(&mut Stream) -> u32) -> u32 {
         if self.poisoned.get() {
-            return ffi::CONTINUE;
+            return abi::CONTINUE;
         }
         let Ok(mut stream) = self.stream.try_borrow_mut() else {
             return busy;
@@ -188,44 +211,44 @@ impl Slot {
             err.to_string().as_bytes(),
             "api_agent_panic",
         );
-        ffi::STOP
+        abi::STOP
     }
 
     fn request_headers(&self, eos: bool) -> u32 {
-        self.run(ffi::CONTINUE, |s| s.on_request_headers(eos))
+        self.run(abi::CONTINUE, |s| s.on_request_headers(eos))
     }
 
     fn request_body(&self, eos: bool) -> u32 {
-        self.run(ffi::CONTINUE, |s| s.on_request_body(eos))
+        self.run(abi::CONTINUE, |s| s.on_request_body(eos))
     }
 
     fn request_trailers(&self) -> u32 {
-        self.run(ffi::CONTINUE, Stream::on_request_trailers)
+        self.run(abi::CONTINUE, Stream::on_request_trailers)
     }
 
     fn response_headers(&self, eos: bool) -> u32 {
-        self.run(ffi::CONTINUE, |s| s.on_response_headers(eos))
+        self.run(abi::CONTINUE, |s| s.on_response_headers(eos))
     }
 
     fn response_body(&self, eos: bool) -> u32 {
-        self.run(ffi::CONTINUE, |s| s.on_response_body(eos))
+        self.run(abi::CONTINUE, |s| s.on_response_body(eos))
     }
 
     fn response_trailers(&self) -> u32 {
-        self.run(ffi::CONTINUE, Stream::on_response_trailers)
+        self.run(abi::CONTINUE, Stream::on_response_trailers)
     }
 
     fn stream_complete(&self) {
-        self.run(ffi::CONTINUE, |s| {
+        self.run(abi::CONTINUE, |s| {
             s.on_closed();
-            ffi::CONTINUE
+            abi::CONTINUE
         });
     }
 
     /// A callout reply or a wake-up: handled now, or after the hook that is running.
     fn deliver(&self, d: Deferred) {
         self.pending.borrow_mut().push(d);
-        self.run(ffi::CONTINUE, |_| ffi::CONTINUE);
+        self.run(abi::CONTINUE, |_| abi::CONTINUE);
     }
 
     fn destroy(&self) {

@@ -10,14 +10,16 @@
 //! running callback returns.
 
 mod abi;
-mod discovery;
 mod http;
 mod logger;
-mod metrics;
+mod port;
 
 use crate::config::Plugin;
-use abi::Map;
+use crate::host::discovery::Listings;
+use crate::host::metrics::Metrics;
+use crate::host::Instance;
 use http::{CallData, Http};
+use port::{now_ms, Root, Stats};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -43,7 +45,7 @@ enum Slot {
 #[derive(Default)]
 struct Vm {
     root_id: u32,
-    plugin: Option<Rc<Plugin>>,
+    instance: Option<Rc<Instance>>,
     streams: BTreeMap<u32, Slot>,
     /// Callout tokens → the stream that made the call.
     callouts: BTreeMap<u32, u32>,
@@ -55,6 +57,27 @@ struct Vm {
 
 thread_local! {
     static VM: RefCell<Vm> = RefCell::new(Vm::default());
+    /// The metrics (apart from `VM`: recording them makes host calls but never re-enters).
+    static STATS: (Metrics<usize>, Stats) = (Stats::catalogue(), Stats::default());
+    /// MCP discovery of the plugin instance (its callouts never call back from inside the call).
+    static LISTINGS: RefCell<Listings> = RefCell::new(Listings::default());
+}
+
+/// Runs `f` with the metric catalogue and the stats it records into.
+fn with_metrics<R>(f: impl FnOnce(&Metrics<usize>, &Stats) -> R) -> R {
+    STATS.with(|(metrics, stats)| f(metrics, stats))
+}
+
+/// The instance's MCP listings, with what they need of the root context.
+fn discovery(f: impl FnOnce(&mut Listings, &Root<'_>, &Instance)) {
+    let Some(instance) = VM.with(|vm| vm.borrow().instance.clone()) else { return };
+    with_metrics(|metrics, stats| {
+        LISTINGS.with(|l| f(&mut l.borrow_mut(), &Root { stats, metrics }, &instance));
+    });
+}
+
+fn discovery_any() -> bool {
+    LISTINGS.with(|l| l.borrow().any())
 }
 
 #[cfg(target_os = "wasi")]
@@ -83,7 +106,7 @@ pub extern "C" fn proxy_on_context_create(id: u32, root_id: u32) {
         if root_id == 0 {
             vm.root_id = id;
         } else {
-            let http = Box::new(Http::new(id, vm.plugin.clone()));
+            let http = Box::new(Http::new(id, vm.instance.clone()));
             vm.streams.insert(id, Slot::Here(http));
         }
     });
@@ -101,14 +124,15 @@ pub extern "C" fn proxy_on_configure(_id: u32, _size: usize) -> u32 {
     let bytes = abi::get_buffer(abi::Buffer::PluginConfiguration, usize::MAX).unwrap_or_default();
     match Plugin::from_slice(&bytes) {
         Ok(plugin) => {
-            crate::agent::sessions::clear();
             logger::set_secrets(plugin.secrets());
             let (warnings, lines) = plugin.startup_lines();
             warnings.iter().for_each(|w| log::warn!("{w}"));
             lines.iter().for_each(|l| log::info!("{l}"));
-            discovery::configure(&plugin);
-            VM.with(|vm| vm.borrow_mut().plugin = Some(Rc::new(plugin)));
-            discovery::tick();
+            // A new instance: the old configurations' sessions and listings are no longer reachable.
+            let instance = Rc::new(Instance::new(plugin));
+            LISTINGS.with(|l| *l.borrow_mut() = Listings::new(&instance, now_ms()));
+            VM.with(|vm| vm.borrow_mut().instance = Some(instance));
+            discovery(|l, root, instance| l.tick(root, instance));
             sync_tick(None);
             1
         }
@@ -152,8 +176,10 @@ pub extern "C" fn proxy_on_response_trailers(id: u32, _n: usize) -> u32 {
 /// Envoy calls this on the root context: the stream is found by the callout's token.
 #[no_mangle]
 pub extern "C" fn proxy_on_http_call_response(root_id: u32, token: u32, _headers: usize, body_size: usize, _t: usize) {
-    if discovery::owns(token) {
-        discovery::on_reply(token, &CallData::read(token, body_size));
+    if LISTINGS.with(|l| l.borrow().owns(u64::from(token))) {
+        let data = CallData::read(token, body_size);
+        let reply = data.status.map(|s| (s, data.headers.as_slice(), data.body.as_slice()));
+        discovery(|l, root, instance| l.on_reply(u64::from(token), reply, root, instance));
         sync_tick(None);
         return;
     }
@@ -190,17 +216,17 @@ fn register_callout(token: u32, stream: u32) {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_tick(root_id: u32) {
-    let now = http::now_ms();
+    let now = now_ms();
     let due: Vec<u32> =
         VM.with(|vm| vm.borrow().timers.iter().filter(|(_, at)| **at <= now).map(|(id, _)| *id).collect());
     for id in due {
         // Host calls made for a stream (callouts, resuming) must act on that stream.
         if abi::set_effective_context(id).is_ok() {
-            with_stream(id, |h| h.on_wake(now));
+            with_stream(id, Http::on_wake);
         }
     }
     let _ = abi::set_effective_context(root_id);
-    discovery::tick();
+    discovery(|l, root, instance| l.tick(root, instance));
     sync_tick(None);
 }
 
@@ -316,7 +342,7 @@ fn sync_tick(current: Option<u32>) {
         let vm = vm.borrow();
         (!vm.timers.is_empty(), vm.ticking, vm.root_id)
     });
-    let period = match (timers, discovery::any()) {
+    let period = match (timers, discovery_any()) {
         (true, _) => TICK_MS,
         (false, true) => DISCOVERY_TICK_MS,
         (false, false) => 0,
@@ -332,9 +358,4 @@ fn sync_tick(current: Option<u32>) {
     if let Some(id) = current {
         let _ = abi::set_effective_context(id);
     }
-}
-
-/// A header of a map, read as text (lossy: the SDK's `String` getters panicked on non-UTF-8).
-fn header(map: Map, name: &str) -> Option<String> {
-    abi::get_header(map, name).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned())
 }

@@ -2,7 +2,8 @@
 //! run, so that "a dispatch the host refuses goes straight back to the agent as a failed call" and the
 //! wake-up bookkeeping live in one place.
 
-use super::{Agent, Call, Command, Event, Failure, Reply};
+use super::exchange::Exchange;
+use crate::agent::{Call, Command, Event, Failure, Reply};
 
 /// The few things a host does for the agent; the callback's result type is the host's own.
 pub trait Host {
@@ -10,6 +11,8 @@ pub trait Host {
     type Action: Copy;
     /// The action when no command decides otherwise: keep the stream held.
     fn holding(&self) -> Self::Action;
+    /// The action when no agent runs: let the stream go on.
+    fn passing(&self) -> Self::Action;
     /// Send `body` upstream in place of the client's request.
     fn forward(&mut self, body: &[u8]) -> Self::Action;
     /// Start a callout; `Err` when the host refuses it.
@@ -26,13 +29,24 @@ pub trait Host {
     fn send(&mut self, data: &[u8]) {
         log::error!("this host cannot stream a response; {} bytes not sent", data.len());
     }
-    fn agent(&mut self) -> Option<&mut Agent>;
+    fn exchange(&mut self) -> &mut Exchange;
     fn now_ms(&self) -> u64;
+}
+
+/// Feeds one event to the agent and runs what it asks; the result is what the callback returns.
+pub fn feed<H: Host>(host: &mut H, event: Event<'_>) -> H::Action {
+    let now = host.now_ms();
+    let Some(commands) = host.exchange().handle(event, now) else {
+        return host.passing();
+    };
+    let (action, wake) = run(host, commands);
+    host.exchange().set_wake(wake);
+    action
 }
 
 /// Runs `commands`, and what refused dispatches lead to. Returns the callback's action and the time
 /// of the wake-up the agent asked for last (none: it waits for nothing).
-pub fn run<H: Host>(host: &mut H, mut commands: Vec<Command>) -> (H::Action, Option<u64>) {
+fn run<H: Host>(host: &mut H, mut commands: Vec<Command>) -> (H::Action, Option<u64>) {
     let mut action = host.holding();
     let mut wake = None;
     while !commands.is_empty() {
@@ -43,9 +57,8 @@ pub fn run<H: Host>(host: &mut H, mut commands: Vec<Command>) -> (H::Action, Opt
                 Command::Dispatch(call) => {
                     if let Err(failure) = host.dispatch(&call) {
                         let now = host.now_ms();
-                        if let Some(agent) = host.agent() {
-                            next.extend(agent.handle(Event::CallFailed { id: call.id, failure: &failure }, now));
-                        }
+                        let failed = Event::CallFailed { id: call.id, failure: &failure };
+                        next.extend(host.exchange().handle(failed, now).unwrap_or_default());
                     }
                 }
                 Command::Reply(reply) => action = host.reply(reply),

@@ -1,0 +1,367 @@
+//! Safe wrappers of the ABI (`abi.rs`): the stream's filter (`Envoy`), its configuration
+//! (`EnvoyConfig`), the scheduler that brings wake-ups back to the stream's thread, and the logger's
+//! calls. Every pointer is Envoy's and valid for the documented span; every buffer outlives its call.
+#![allow(unsafe_code)]
+
+use super::abi::*;
+use std::ffi::c_void;
+use std::ptr::null_mut;
+use std::sync::{Arc, Mutex};
+
+pub fn log(level: u32, text: &str) {
+    // SAFETY: the buffer is valid for the call; Envoy copies it.
+    unsafe { envoy_dynamic_module_callback_log(level, ModuleBuffer::of(text.as_bytes())) }
+}
+
+pub fn log_enabled(level: u32) -> bool {
+    // SAFETY: no pointers.
+    unsafe { envoy_dynamic_module_callback_log_enabled(level) }
+}
+
+fn labels(values: &[&str]) -> Vec<ModuleBuffer> {
+    values.iter().map(|v| ModuleBuffer::of(v.as_bytes())).collect()
+}
+
+/// The filter configuration in Envoy: valid from `on_http_filter_config_new` until its destroy, on the
+/// main thread (metrics are defined in `config_new` only; callouts and schedulers later too).
+#[derive(Clone, Copy)]
+pub struct EnvoyConfig(pub(super) *mut c_void);
+
+impl EnvoyConfig {
+    /// Defines a counter (or a histogram) with these label names; `None` if Envoy refused.
+    pub fn define(self, histogram: bool, name: &str, label_names: &[&str]) -> Option<usize> {
+        let mut names = labels(label_names);
+        let mut id = 0usize;
+        let (ptr, n) = (names.as_mut_ptr(), names.len());
+        // SAFETY: the config pointer is Envoy's for this hook; buffers outlive the call.
+        let result = unsafe {
+            if histogram {
+                envoy_dynamic_module_callback_http_filter_config_define_histogram(
+                    self.0,
+                    ModuleBuffer::of(name.as_bytes()),
+                    ptr,
+                    n,
+                    &mut id,
+                )
+            } else {
+                envoy_dynamic_module_callback_http_filter_config_define_counter(
+                    self.0,
+                    ModuleBuffer::of(name.as_bytes()),
+                    ptr,
+                    n,
+                    &mut id,
+                )
+            }
+        };
+        (result == 0).then_some(id)
+    }
+
+    /// Starts a callout of the configuration (outside any stream; its reply comes to the main
+    /// thread's `on_http_filter_config_http_callout_done`). `Err` carries Envoy's init result.
+    pub fn callout(
+        self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        timeout_ms: u64,
+    ) -> Result<u64, u32> {
+        let mut hs = module_headers(headers);
+        let body = body.map_or_else(ModuleBuffer::null, ModuleBuffer::of);
+        let mut id = 0u64;
+        // SAFETY: the configuration is Envoy's until config_destroy; buffers outlive the call.
+        let result = unsafe {
+            envoy_dynamic_module_callback_http_filter_config_http_callout(
+                self.0,
+                &mut id,
+                ModuleBuffer::of(cluster.as_bytes()),
+                hs.as_mut_ptr(),
+                hs.len(),
+                body,
+                timeout_ms,
+            )
+        };
+        if result == INIT_SUCCESS {
+            Ok(id)
+        } else {
+            Err(result)
+        }
+    }
+
+    /// A scheduler of the configuration: wake-ups come back on the main thread.
+    pub fn scheduler(self) -> Scheduler {
+        // SAFETY: the configuration is Envoy's until config_destroy; deleted by `Scheduler::close`.
+        let ptr = unsafe { envoy_dynamic_module_callback_http_filter_config_scheduler_new(self.0) };
+        Scheduler(Arc::new(Mutex::new(SchedulerPtr { ptr, config: true })))
+    }
+}
+
+/// What a streamed callout's hooks report.
+#[derive(Debug, Clone)]
+pub enum StreamEvent {
+    /// Headers, and whether they end the stream.
+    Headers(Vec<(String, String)>, bool),
+    /// Body bytes, and whether they end the stream (trailers end it with no bytes).
+    Data(Vec<u8>, bool),
+    Complete,
+    /// Envoy's reset reason.
+    Reset(u32),
+}
+
+/// A callout's reply as the completion hook hands it (copied: Envoy's buffers end with the hook).
+#[derive(Debug, Clone)]
+pub struct CalloutReply {
+    pub id: u64,
+    pub result: u32,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// The stream's filter in Envoy: every call acts on it. Valid from `on_http_filter_new` until
+/// `on_http_filter_destroy`, on the stream's worker thread.
+#[derive(Clone, Copy)]
+pub struct Envoy(pub(super) *mut c_void);
+
+impl Envoy {
+    pub fn header(self, map: HeaderMap, name: &str) -> Option<String> {
+        let mut out = EnvoyBuffer::EMPTY;
+        // SAFETY: valid filter pointer; `out` is written by Envoy.
+        let ok = unsafe {
+            envoy_dynamic_module_callback_http_get_header(
+                self.0,
+                map as u32,
+                ModuleBuffer::of(name.as_bytes()),
+                &mut out,
+                0,
+                null_mut(),
+            )
+        };
+        (ok && !out.ptr.is_null()).then(|| String::from_utf8_lossy(&out.to_vec()).into_owned())
+    }
+
+    /// Sets a header, or removes it (`None`). False if Envoy has no such map now.
+    pub fn set_header(self, map: HeaderMap, name: &str, value: Option<&str>) -> bool {
+        let value = value.map_or_else(ModuleBuffer::null, |v| ModuleBuffer::of(v.as_bytes()));
+        // SAFETY: valid filter pointer; buffers outlive the call.
+        unsafe {
+            envoy_dynamic_module_callback_http_set_header(self.0, map as u32, ModuleBuffer::of(name.as_bytes()), value)
+        }
+    }
+
+    pub fn send_response(self, status: u16, headers: &[(&str, &str)], body: &[u8], details: &str) {
+        let mut hs = module_headers(headers);
+        // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
+        unsafe {
+            envoy_dynamic_module_callback_http_send_response(
+                self.0,
+                u32::from(status),
+                hs.as_mut_ptr(),
+                hs.len(),
+                ModuleBuffer::of(body),
+                ModuleBuffer::of(details.as_bytes()),
+            );
+        }
+    }
+
+    /// The bytes of one body buffer (empty when Envoy has none now).
+    pub fn body(self, which: Body) -> Vec<u8> {
+        // SAFETY: valid filter pointer; the vector has room for every chunk Envoy reports.
+        unsafe {
+            let n = envoy_dynamic_module_callback_http_get_body_chunks_size(self.0, which as u32);
+            if n == 0 {
+                return Vec::new();
+            }
+            let mut chunks = vec![EnvoyBuffer::EMPTY; n];
+            if !envoy_dynamic_module_callback_http_get_body_chunks(self.0, which as u32, chunks.as_mut_ptr()) {
+                return Vec::new();
+            }
+            concat(&chunks)
+        }
+    }
+
+    /// Empties one body buffer; false when Envoy has none now.
+    pub fn drain(self, which: Body) -> bool {
+        // SAFETY: valid filter pointer.
+        unsafe {
+            let size = envoy_dynamic_module_callback_http_get_body_size(self.0, which as u32);
+            envoy_dynamic_module_callback_http_drain_body(self.0, which as u32, size)
+        }
+    }
+
+    pub fn append(self, which: Body, data: &[u8]) -> bool {
+        // SAFETY: valid filter pointer; Envoy copies the data.
+        unsafe { envoy_dynamic_module_callback_http_append_body(self.0, which as u32, ModuleBuffer::of(data)) }
+    }
+
+    /// Starts a callout; `Err` carries Envoy's init result.
+    pub fn callout(
+        self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        timeout_ms: u64,
+    ) -> Result<u64, u32> {
+        let mut hs = module_headers(headers);
+        let body = body.map_or_else(ModuleBuffer::null, ModuleBuffer::of);
+        let mut id = 0u64;
+        // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
+        let result = unsafe {
+            envoy_dynamic_module_callback_http_filter_http_callout(
+                self.0,
+                &mut id,
+                ModuleBuffer::of(cluster.as_bytes()),
+                hs.as_mut_ptr(),
+                hs.len(),
+                body,
+                timeout_ms,
+            )
+        };
+        if result == INIT_SUCCESS {
+            Ok(id)
+        } else {
+            Err(result)
+        }
+    }
+
+    /// Starts a streamed callout with its whole request; its reply comes to the `http_stream_*`
+    /// hooks. `Err` carries Envoy's init result.
+    pub fn start_stream(
+        self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        timeout_ms: u64,
+    ) -> Result<u64, u32> {
+        let mut hs = module_headers(headers);
+        let mut id = 0u64;
+        // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
+        let result = unsafe {
+            envoy_dynamic_module_callback_http_filter_start_http_stream(
+                self.0,
+                &mut id,
+                ModuleBuffer::of(cluster.as_bytes()),
+                hs.as_mut_ptr(),
+                hs.len(),
+                ModuleBuffer::of(body),
+                true,
+                timeout_ms,
+            )
+        };
+        if result == INIT_SUCCESS {
+            Ok(id)
+        } else {
+            Err(result)
+        }
+    }
+
+    pub fn reset_stream(self, id: u64) {
+        // SAFETY: valid filter pointer; an unknown id is ignored by Envoy.
+        unsafe { envoy_dynamic_module_callback_http_filter_reset_http_stream(self.0, id) }
+    }
+
+    /// Response headers sent by the filter itself (the request is not forwarded).
+    pub fn send_headers(self, headers: &[(&str, &str)], end_stream: bool) {
+        let mut hs = module_headers(headers);
+        // SAFETY: valid filter pointer; Envoy copies the headers.
+        unsafe {
+            envoy_dynamic_module_callback_http_send_response_headers(self.0, hs.as_mut_ptr(), hs.len(), end_stream)
+        }
+    }
+
+    /// Response body bytes after `send_headers`.
+    pub fn send_data(self, data: &[u8], end_stream: bool) {
+        // SAFETY: valid filter pointer; Envoy copies the data.
+        unsafe { envoy_dynamic_module_callback_http_send_response_data(self.0, ModuleBuffer::of(data), end_stream) }
+    }
+
+    pub fn continue_encoding(self) {
+        // SAFETY: valid filter pointer.
+        unsafe { envoy_dynamic_module_callback_http_filter_continue_encoding(self.0) }
+    }
+
+    pub fn attribute(self, id: Attribute) -> Option<String> {
+        let mut out = EnvoyBuffer::EMPTY;
+        // SAFETY: valid filter pointer; `out` is written by Envoy.
+        let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_string(self.0, id as u32, &mut out) };
+        ok.then(|| String::from_utf8_lossy(&out.to_vec()).into_owned())
+    }
+
+    pub fn attribute_int(self, id: Attribute) -> Option<u64> {
+        let mut out = 0u64;
+        // SAFETY: valid filter pointer; `out` is written by Envoy.
+        let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_int(self.0, id as u32, &mut out) };
+        ok.then_some(out)
+    }
+
+    /// Adds `value` to a counter, or records it in a histogram, defined by the stream's configuration.
+    pub fn metric(self, histogram: bool, id: usize, label_values: &[&str], value: u64) {
+        let mut values = labels(label_values);
+        let (ptr, n) = (values.as_mut_ptr(), values.len());
+        // SAFETY: valid filter pointer; the label buffers outlive the call.
+        unsafe {
+            if histogram {
+                envoy_dynamic_module_callback_http_filter_record_histogram_value(self.0, id, ptr, n, value);
+            } else {
+                envoy_dynamic_module_callback_http_filter_increment_counter(self.0, id, ptr, n, value);
+            }
+        }
+    }
+
+    /// A scheduler for this stream: wake-ups from the timer thread come back on the worker thread.
+    pub fn scheduler(self) -> Scheduler {
+        // SAFETY: valid filter pointer; the scheduler is deleted by `Scheduler::close`.
+        let ptr = unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.0) };
+        Scheduler(Arc::new(Mutex::new(SchedulerPtr { ptr, config: false })))
+    }
+}
+
+/// Envoy's scheduler of a stream, or of a configuration (`config`).
+struct SchedulerPtr {
+    ptr: *mut c_void,
+    config: bool,
+}
+
+// SAFETY: Envoy's scheduler may be committed from any thread (abi.h); the mutex makes the commit and
+// the delete exclusive, and a deleted scheduler is null.
+unsafe impl Send for SchedulerPtr {}
+
+/// Envoy's scheduler of a stream (or of a configuration), shared with the timer thread.
+#[derive(Clone)]
+pub struct Scheduler(Arc<Mutex<SchedulerPtr>>);
+
+impl Scheduler {
+    /// Asks Envoy to call `on_http_filter_scheduled(event)` on the stream's thread (a configuration's:
+    /// `on_http_filter_config_scheduled` on the main thread); a no-op once closed.
+    pub fn commit(&self, event: u64) {
+        if let Ok(s) = self.0.lock() {
+            if s.ptr.is_null() {
+                return;
+            }
+            // SAFETY: not deleted (checked under the lock that `close` takes).
+            unsafe {
+                if s.config {
+                    envoy_dynamic_module_callback_http_filter_config_scheduler_commit(s.ptr, event);
+                } else {
+                    envoy_dynamic_module_callback_http_filter_scheduler_commit(s.ptr, event);
+                }
+            }
+        }
+    }
+
+    /// Deletes Envoy's scheduler (the stream is going away); later commits do nothing.
+    pub fn close(&self) {
+        if let Ok(mut s) = self.0.lock() {
+            if s.ptr.is_null() {
+                return;
+            }
+            // SAFETY: created by scheduler_new, deleted once.
+            unsafe {
+                if s.config {
+                    envoy_dynamic_module_callback_http_filter_config_scheduler_delete(s.ptr);
+                } else {
+                    envoy_dynamic_module_callback_http_filter_scheduler_delete(s.ptr);
+                }
+            }
+            s.ptr = null_mut();
+        }
+    }
+}

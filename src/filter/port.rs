@@ -1,0 +1,149 @@
+//! The host-neutral layer's view of Proxy-Wasm: `Port` for the current stream, `RootPort` for MCP
+//! discovery on the root context, and `MetricSink` over Envoy's stats.
+
+use super::abi::{self, Map, Metric};
+use crate::host::discovery::RootPort;
+use crate::host::metrics::{Kind, MetricSink, Metrics, CATALOGUE};
+use crate::host::{Attr, Headers, Port};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+/// The stream whose callback runs (Proxy-Wasm's effective context).
+pub struct Current;
+
+fn map(h: Headers) -> Map {
+    match h {
+        Headers::Request => Map::RequestHeaders,
+        Headers::Response => Map::ResponseHeaders,
+    }
+}
+
+/// Milliseconds since the Unix epoch on the host's clock.
+pub fn now_ms() -> u64 {
+    abi::now_ns().map_or(0, |ns| ns / 1_000_000)
+}
+
+/// A header of a map, read as text (lossy: the SDK's `String` getters panicked on non-UTF-8).
+pub fn header(map: Map, name: &str) -> Option<String> {
+    abi::get_header(map, name).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// A property by its Higress name, or by the name Envoy 1.40 fills (`route_name` comes back empty
+/// there; `xds.route_name` works).
+fn property(higress: &[&str], envoy: &[&str]) -> Option<String> {
+    [higress, envoy]
+        .iter()
+        .filter_map(|p| abi::get_property(p).ok().flatten())
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .find(|v| !v.is_empty())
+}
+
+impl Port for Current {
+    fn header(&self, h: Headers, name: &str) -> Option<String> {
+        header(map(h), name)
+    }
+
+    fn set_header(&self, h: Headers, name: &str, value: Option<&str>) -> bool {
+        match value {
+            Some(v) => abi::set_header(map(h), name, v),
+            None => abi::remove_header(map(h), name),
+        }
+        .is_ok()
+    }
+
+    fn attribute(&self, attr: Attr) -> Option<String> {
+        match attr {
+            Attr::RouteName => property(&["route_name"], &["xds", "route_name"]),
+            Attr::ClusterName => property(&["cluster_name"], &["xds", "cluster_name"]),
+        }
+    }
+
+    fn local_reply(&self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+        // Envoy defers the local reply until this callback returns: it does not re-enter.
+        if let Err(s) = abi::send_local_response(status, headers, body) {
+            log::error!("local reply failed: {s:?}");
+        }
+    }
+}
+
+/// Envoy's Wasm stats carry no labels: each label value is a segment of the name
+/// (`api_agent.requests.mode.react.outcome.answered`), defined on first use and kept by name.
+#[derive(Default)]
+pub struct Stats {
+    ids: RefCell<BTreeMap<String, u32>>,
+}
+
+impl Stats {
+    /// The catalogue's ids here are its indices: names are made per label values.
+    pub fn catalogue() -> Metrics<usize> {
+        Metrics::define(|m| CATALOGUE.iter().position(|c| c.name == m.name))
+    }
+
+    fn id(&self, metric: usize, labels: &[&str]) -> Option<u32> {
+        let m = &CATALOGUE[metric];
+        let mut name = format!("api_agent.{}", m.name);
+        for (label, value) in m.labels.iter().zip(labels) {
+            name.push('.');
+            name.push_str(label);
+            name.push('.');
+            name.push_str(value);
+        }
+        if let Some(id) = self.ids.borrow().get(&name) {
+            return Some(*id);
+        }
+        let kind = if m.kind == Kind::Counter { Metric::Counter } else { Metric::Histogram };
+        match abi::define_metric(kind, &name) {
+            Ok(id) => {
+                self.ids.borrow_mut().insert(name, id);
+                Some(id)
+            }
+            Err(s) => {
+                log::warn!("defining metric {name} failed: {s:?}");
+                None
+            }
+        }
+    }
+}
+
+impl MetricSink for Stats {
+    type Id = usize;
+
+    fn add(&self, metric: usize, labels: &[&str], by: u64) {
+        if let Some(id) = self.id(metric, labels) {
+            let _ = abi::increment_metric(id, i64::try_from(by).unwrap_or(i64::MAX));
+        }
+    }
+
+    fn record(&self, metric: usize, labels: &[&str], value: u64) {
+        if let Some(id) = self.id(metric, labels) {
+            let _ = abi::record_metric(id, value);
+        }
+    }
+}
+
+/// The root context, for discovery's callouts.
+pub struct Root<'a> {
+    pub stats: &'a Stats,
+    pub metrics: &'a Metrics<usize>,
+}
+
+impl RootPort for Root<'_> {
+    fn callout(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        timeout_ms: u64,
+    ) -> Result<u64, String> {
+        let timeout = u32::try_from(timeout_ms).unwrap_or(u32::MAX);
+        abi::http_call(cluster, headers, body, timeout).map(u64::from).map_err(|s| format!("{s:?}"))
+    }
+
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    fn counted(&self, api: usize, outcome: &'static str) {
+        self.metrics.mcp_listing(self.stats, api, outcome);
+    }
+}

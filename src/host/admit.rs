@@ -1,0 +1,83 @@
+//! Admission: whether a request is the agent's, which configuration applies (Higress's rules by route,
+//! host, cluster and consumer), and the per-request inputs the agent gets instead of a clock or a
+//! random source.
+
+use super::port::{Attr, Headers, Port};
+use crate::agent::RequestMeta;
+use crate::config::{Config, Plugin, RequestKeys, CONSUMER_HEADER};
+use std::rc::Rc;
+
+/// Whether this request is one the agent takes: a chat-completions POST with a body.
+pub fn is_agent_request(port: &impl Port, end_of_stream: bool) -> bool {
+    if end_of_stream {
+        return false;
+    }
+    let method = port.header(Headers::Request, ":method").unwrap_or_default();
+    let path = port.header(Headers::Request, ":path").unwrap_or_default();
+    let path = path.split('?').next().unwrap_or("");
+    let content_type = port.header(Headers::Request, "content-type").unwrap_or_default().to_ascii_lowercase();
+    let json = content_type.is_empty() || content_type.contains("json");
+    method == "POST" && path.ends_with("/chat/completions") && json
+}
+
+/// The configuration for this request: the global one, or the first rule that matches.
+pub fn select<'p>(port: &impl Port, plugin: &'p Plugin) -> Option<&'p Rc<Config>> {
+    if plugin.rules.is_empty() {
+        return plugin.global.as_ref();
+    }
+    let attr = |needed: bool, a| if needed { port.attribute(a).unwrap_or_default() } else { String::new() };
+    let route = attr(plugin.needs_route(), Attr::RouteName);
+    let cluster = attr(plugin.needs_cluster(), Attr::ClusterName);
+    let host = port.header(Headers::Request, ":authority").unwrap_or_default();
+    let consumer = if plugin.needs_consumer() {
+        port.header(Headers::Request, CONSUMER_HEADER).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    plugin.select(RequestKeys { route: &route, host: &host, cluster: &cluster, consumer: &consumer })
+}
+
+/// The request headers `context.headers` names, with their labels.
+fn context_headers(port: &impl Port, cfg: &Config) -> Vec<(String, String)> {
+    let Some(ctx) = &cfg.context else {
+        return Vec::new();
+    };
+    ctx.headers
+        .iter()
+        .filter_map(|(label, name)| port.header(Headers::Request, name).map(|v| (label.clone(), v)))
+        .collect()
+}
+
+/// What the host knows of a new request: its clock, a number that tells it from the host's other
+/// streams, and whether it can stream live (`RequestMeta::live`).
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    pub now_ns: u64,
+    pub seq: u64,
+    pub live: bool,
+}
+
+/// The agent's inputs for this request.
+pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival) -> RequestMeta {
+    let now_ms = arrival.now_ns / 1_000_000;
+    RequestMeta {
+        id: format!("{now_ms:x}{:04x}", arrival.seq & 0xffff),
+        now_ms,
+        unix_s: now_ms / 1000,
+        seed: arrival.now_ns ^ (arrival.seq << 32),
+        steps: port
+            .header(Headers::Request, "x-api-agent-steps")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+        context_headers: context_headers(port, cfg),
+        live: arrival.live,
+    }
+}
+
+/// Every tool source of the configuration is an MCP server not listed yet: a 503 the client can retry.
+pub fn not_ready(port: &impl Port) {
+    log::warn!("a request came before any MCP server's tools were listed: 503");
+    let message = "the gateway's tools are not ready yet (their MCP servers are being listed); try again shortly";
+    let body = crate::openai::answer::error(message, "api_error", "tools_not_ready").to_string();
+    let headers = [("content-type", crate::openai::answer::JSON), ("retry-after", "1")];
+    port.local_reply(503, &headers, body.as_bytes());
+}

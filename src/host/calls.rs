@@ -1,0 +1,99 @@
+//! Callouts as both hosts see them: the table from the host's token to the agent's `CallId`, the
+//! pseudo-headers of a call, and which replies are really failures.
+
+use crate::agent::{Call, CallId, Failure};
+use crate::doc::truncate;
+use std::collections::BTreeMap;
+
+/// The callouts a stream has in flight: the host's token → the agent's call.
+#[derive(Debug, Default)]
+pub struct CallTable(BTreeMap<u64, CallId>);
+
+impl CallTable {
+    pub fn insert(&mut self, token: u64, id: CallId) {
+        self.0.insert(token, id);
+    }
+
+    /// The call a reply belongs to (once: a second reply for one token is unknown).
+    pub fn take(&mut self, token: u64) -> Option<CallId> {
+        self.0.remove(&token)
+    }
+}
+
+/// The headers a call goes out with: pseudo-headers first, then the call's own.
+pub fn headers(call: &Call) -> Vec<(&str, &str)> {
+    let mut headers = Vec::with_capacity(call.headers.len() + 4);
+    headers.extend([(":method", call.method), (":path", call.path.as_str()), (":authority", call.authority.as_str())]);
+    headers.extend(call.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    headers
+}
+
+/// The debug line of a call the host accepted.
+pub fn log_sent(rid: &str, call: &Call) {
+    log::debug!("#{rid} call {} → {} {} {}", call.id.0, call.cluster, call.method, truncate(&call.path, 120));
+}
+
+/// `:status` taken out of a reply's headers.
+pub fn split_status(mut headers: Vec<(String, String)>) -> (Option<u16>, Vec<(String, String)>) {
+    let status = headers.iter().find(|(k, _)| k == ":status").and_then(|(_, v)| v.parse::<u16>().ok());
+    headers.retain(|(k, _)| k != ":status");
+    (status, headers)
+}
+
+/// A reply without `:status`, or Envoy's own timeout and connect-failure replies, are failures.
+pub fn classify(status: Option<u16>, body: &[u8]) -> Option<Failure> {
+    match status {
+        None => Some(Failure::Broken("no response (reset)".into())),
+        Some(504) if body == b"upstream request timeout" => Some(Failure::Timeout),
+        Some(503) if body.starts_with(b"upstream connect error or disconnect/reset before headers") => {
+            Some(Failure::Broken(String::from_utf8_lossy(body).into_owned()))
+        }
+        Some(_) => None,
+    }
+}
+
+/// A host that could not start a call: retryable when it failed at once (no healthy upstream, like a
+/// failed connect), final when the call itself is wrong (unknown cluster, missing headers).
+pub fn refused(kind: Refusal, cluster: &str) -> Failure {
+    match kind {
+        Refusal::FailedAtOnce => {
+            Failure::Broken(format!("the call to cluster '{cluster}' failed at once (no healthy upstream?)"))
+        }
+        Refusal::NoCluster => Failure::NotSent(format!("cluster '{cluster}' is not defined")),
+        Refusal::MissingHeaders => Failure::NotSent("the call lacks :method, :path or host".into()),
+        Refusal::Other(code) => {
+            Failure::NotSent(format!("the host refused the call (status {code}); is cluster '{cluster}' defined?"))
+        }
+    }
+}
+
+/// Why a host refused to start a call, as far as its ABI tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    FailedAtOnce,
+    NoCluster,
+    MissingHeaders,
+    Other(u32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envoy_replies_that_are_failures() {
+        assert_eq!(classify(Some(504), b"upstream request timeout"), Some(Failure::Timeout));
+        assert!(matches!(classify(None, b""), Some(Failure::Broken(_))));
+        let connect = b"upstream connect error or disconnect/reset before headers. reset reason: connection failure";
+        assert!(matches!(classify(Some(503), connect), Some(Failure::Broken(_))));
+        assert_eq!(classify(Some(504), b"{\"error\":\"slow\"}"), None);
+        assert_eq!(classify(Some(200), b""), None);
+    }
+
+    #[test]
+    fn status_is_split_from_headers() {
+        let (s, h) = split_status(vec![(":status".into(), "201".into()), ("a".into(), "b".into())]);
+        assert_eq!(s, Some(201));
+        assert_eq!(h, vec![("a".to_string(), "b".to_string())]);
+    }
+}

@@ -1,0 +1,196 @@
+//! One agent request as both hosts run it: admission, the response head's triage, feeding events to
+//! the agent, the callout table, and the report at the end. The host shims keep only what their ABI
+//! makes different (phases, body buffers, pause and resume).
+
+use super::admit::{self, Arrival};
+use super::calls::CallTable;
+use super::instance::Instance;
+use super::metrics::{MetricSink, Metrics};
+use super::port::{set_header, Attr, Headers, Port};
+use crate::agent::{Agent, Command, Event};
+use crate::config::{Config, LoopPhase};
+use std::rc::Rc;
+
+/// What admission decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Not the agent's request: it goes on untouched.
+    Pass,
+    /// Answered already (a local reply).
+    Answered,
+    /// The agent runs: the request's body is read next.
+    Run,
+}
+
+/// What the response head of the forwarded first turn means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head {
+    /// Not the agent's to handle (the agent let go of the request): passed to the client as is.
+    Pass,
+    /// Headers only, no body will come: the agent reads the empty reply now.
+    Empty(u16),
+    /// The body is the first turn: hold it. `ok`: a 2xx; `stream`: the client asked for SSE.
+    Hold { status: u16, ok: bool, stream: bool },
+}
+
+pub struct Exchange {
+    instance: Option<Rc<Instance>>,
+    /// The configuration that applies to this request (the global one, or a rule's).
+    config: Option<Rc<Config>>,
+    agent: Option<Agent>,
+    /// The request's id, as the agent and its logs know it.
+    rid: String,
+    pub calls: CallTable,
+    /// When the agent wants `Event::Wake`.
+    wake: Option<u64>,
+    /// The request's metrics and log line went out.
+    reported: bool,
+}
+
+impl Exchange {
+    pub fn new(instance: Option<Rc<Instance>>) -> Self {
+        Exchange {
+            instance,
+            config: None,
+            agent: None,
+            rid: String::new(),
+            calls: CallTable::default(),
+            wake: None,
+            reported: false,
+        }
+    }
+
+    pub fn rid(&self) -> &str {
+        &self.rid
+    }
+
+    /// The agent runs and has not answered yet.
+    pub fn running(&self) -> bool {
+        self.agent.as_ref().is_some_and(|a| !a.is_done())
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.agent.as_ref().is_some_and(Agent::is_done)
+    }
+
+    pub fn agent(&mut self) -> Option<&mut Agent> {
+        self.agent.as_mut()
+    }
+
+    /// When the agent wants `Event::Wake`, while it runs.
+    pub fn wake_at(&self) -> Option<u64> {
+        self.wake.filter(|_| self.running())
+    }
+
+    /// The request headers came: is it the agent's, and with which configuration. A request the agent
+    /// takes has the provider's key put in place of the client's credentials, and no length or
+    /// encoding that the rewritten body would contradict.
+    pub fn start(&mut self, port: &impl Port, end_of_stream: bool, arrival: impl FnOnce() -> Arrival) -> Start {
+        if !admit::is_agent_request(port, end_of_stream) {
+            return Start::Pass;
+        }
+        let Some(instance) = self.instance.clone() else {
+            return Start::Pass;
+        };
+        self.config = admit::select(port, &instance.plugin()).cloned();
+        let Some(cfg) = self.config.clone() else {
+            // No rule for this route and no global configuration: not the agent's request.
+            return Start::Pass;
+        };
+        if cfg.tools.is_empty() {
+            admit::not_ready(port);
+            return Start::Answered;
+        }
+        let meta = admit::meta(port, &cfg, arrival());
+        self.rid = meta.id.clone();
+        if let Some(key) = &cfg.llm.api_key {
+            // The consumer's credentials are for the gateway, never for the provider.
+            set_header(port, &self.rid, Headers::Request, "authorization", Some(&format!("Bearer {key}")));
+        }
+        let mut agent = Agent::new(Rc::clone(&cfg), meta);
+        instance.sessions().borrow().seed(&cfg, &mut agent);
+        self.agent = Some(agent);
+        set_header(port, &self.rid, Headers::Request, "content-length", None);
+        set_header(port, &self.rid, Headers::Request, "accept-encoding", None);
+        Start::Run
+    }
+
+    /// The response head of the route's upstream, while the agent runs.
+    pub fn response_head(&mut self, port: &impl Port, end_of_stream: bool) -> Head {
+        let status = port.header(Headers::Response, ":status").unwrap_or_default();
+        if self.agent.as_ref().is_some_and(Agent::awaits_request) {
+            log::warn!(
+                "#{} answered {status} before the request was read (Envoy's own reply?); passed to the client",
+                self.rid
+            );
+            self.agent = None;
+            return Head::Pass;
+        }
+        if self.config.as_ref().is_some_and(|c| c.loop_phase == LoopPhase::Request) {
+            // The route's upstream got only the headers; what it says is not a turn of the loop.
+            log::warn!("#{} the route's upstream answered {status} while the loop ran; passed to the client", self.rid);
+            self.agent = None;
+            return Head::Pass;
+        }
+        let code: u16 = status.parse().unwrap_or(0);
+        let ok = (200..300).contains(&code);
+        let content_type = port.header(Headers::Response, "content-type").unwrap_or_default().to_ascii_lowercase();
+        if !ok && content_type.contains("json") {
+            // The provider's own JSON error: the client sees it as it is.
+            log::info!("#{} upstream LLM answered {status}; passed through", self.rid);
+            self.agent = None;
+            return Head::Pass;
+        }
+        if end_of_stream {
+            return Head::Empty(code);
+        }
+        Head::Hold { status: code, ok, stream: ok && self.agent.as_ref().is_some_and(Agent::wants_stream) }
+    }
+
+    /// One event for the agent; `None` when no agent runs. The MCP sessions it leaves are kept at once,
+    /// so that concurrent requests share them.
+    pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Option<Vec<Command>> {
+        let agent = self.agent.as_mut()?;
+        let commands = agent.handle(event, now_ms);
+        if let (Some(cfg), Some(instance)) = (&self.config, &self.instance) {
+            instance.sessions().borrow_mut().keep(cfg, agent);
+        }
+        Some(commands)
+    }
+
+    pub fn set_wake(&mut self, wake: Option<u64>) {
+        self.wake = wake;
+    }
+
+    /// The request's metrics and its one info line, once. `host_status`: what the client got, where
+    /// the host can tell (Envoy's own reply may replace the agent's answer).
+    pub fn report<S: MetricSink>(
+        &mut self,
+        port: &impl Port,
+        metrics: &Metrics<S::Id>,
+        sink: &S,
+        host_status: Option<u16>,
+        now_ms: u64,
+    ) {
+        if self.reported {
+            return;
+        }
+        let Some(agent) = self.agent.as_mut() else {
+            return;
+        };
+        self.reported = true;
+        if let Some(status) = host_status {
+            agent.host_answered(status, now_ms);
+        }
+        let r = agent.report();
+        metrics.emit(sink, r);
+        if log::log_enabled!(log::Level::Info) {
+            let route = port.attribute(Attr::RouteName).unwrap_or_default();
+            let loop_name = match self.config.as_ref().map(|c| c.loop_phase) {
+                Some(LoopPhase::Request) => "request",
+                _ => "response",
+            };
+            log::info!("{}", r.line(agent.id(), &route, loop_name));
+        }
+    }
+}

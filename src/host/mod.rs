@@ -1,0 +1,19 @@
+//! The host-neutral layer: everything both hosts decide about a stream, written once. A host reads
+//! and changes its stream through `Port` (headers, attributes, local replies), records metrics through
+//! `MetricSink`, and runs the agent's commands through `Host`; `src/filter/` (Proxy-Wasm) and `src/dm/`
+//! (dynamic module) only translate their ABI to these and back.
+
+pub mod admit;
+pub mod calls;
+pub mod discovery;
+pub mod exchange;
+pub mod instance;
+pub mod metrics;
+pub mod port;
+pub mod run;
+pub mod sessions;
+
+pub use exchange::{Exchange, Head, Start};
+pub use instance::Instance;
+pub use port::{Attr, Headers, Port};
+pub use run::{feed, Host};

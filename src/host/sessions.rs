@@ -1,0 +1,48 @@
+//! MCP sessions kept by a plugin instance (one per Wasm VM, one per worker and configuration on the
+//! dynamic module): each configuration's map of `apis[]` index → session id, seeded into every
+//! request's agent and updated from what the request does. Requests then share one session per server
+//! (a server keeps a bounded number of sessions) instead of opening one each.
+
+use crate::agent::Agent;
+use crate::config::Config;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+type Known = BTreeMap<usize, Option<String>>;
+
+/// Keyed by the configuration's address: stable while the instance holds it; a configuration replaced
+/// by discovery hands its sessions on (`moved`).
+#[derive(Debug, Default)]
+pub struct Sessions(BTreeMap<usize, Known>);
+
+fn key(cfg: &Rc<Config>) -> usize {
+    Rc::as_ptr(cfg) as usize
+}
+
+impl Sessions {
+    /// Gives a new request's agent the sessions known for its configuration.
+    pub fn seed(&self, cfg: &Rc<Config>, agent: &mut Agent) {
+        if cfg.tools.iter().any(|t| t.is_mcp()) {
+            agent.set_mcp_sessions(self.0.get(&key(cfg)).cloned().unwrap_or_default());
+        }
+    }
+
+    /// Keeps the sessions the agent opened, and forgets those it found gone.
+    pub fn keep(&mut self, cfg: &Rc<Config>, agent: &Agent) {
+        let now = agent.mcp_sessions();
+        if now.is_empty() && !self.0.contains_key(&key(cfg)) {
+            return;
+        }
+        if self.0.get(&key(cfg)) != Some(now) {
+            self.0.insert(key(cfg), now.clone());
+        }
+    }
+
+    /// A configuration replaced by its next version (its servers listed again): the sessions are the
+    /// same servers', and move with it, so that no later configuration at the old address finds them.
+    pub fn moved(&mut self, old: &Rc<Config>, new: &Rc<Config>) {
+        if let Some(known) = self.0.remove(&key(old)) {
+            self.0.insert(key(new), known);
+        }
+    }
+}
