@@ -15,6 +15,7 @@ use fields::Fields;
 use serde_json::Value;
 use std::fmt;
 
+pub use crate::upstream::{Api, ApiKey, Upstream};
 pub use refresh::McpSource;
 pub use rules::{sort_secrets, Matcher, Plugin, RequestKeys, Rule, CONSUMER_HEADER};
 
@@ -89,23 +90,6 @@ pub enum LoopPhase {
     Response,
 }
 
-/// Where a callout goes: the Envoy cluster, the `:authority` it carries, and how long it may take.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upstream {
-    pub cluster: String,
-    /// `domain`: the `:authority` of every call.
-    pub authority: Option<String>,
-    /// `serviceName`: the `:authority` when nothing better is known.
-    pub service: Option<String>,
-    pub timeout_ms: u64,
-}
-
-impl Upstream {
-    pub fn authority_or_service(&self) -> String {
-        self.authority.clone().or_else(|| self.service.clone()).unwrap_or_else(|| self.cluster.clone())
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Llm {
     pub upstream: Upstream,
@@ -118,23 +102,6 @@ pub struct Llm {
     pub max_observation_bytes: usize,
     pub max_parallel_tool_calls: usize,
     /// Retries of an LLM call that failed with 429, 5xx, a reset or a timeout.
-    pub max_retries: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApiKey {
-    Header { name: String, value: String },
-    Query { name: String, value: String },
-}
-
-/// One `apis[]` entry: where its tools are called and with which credentials.
-#[derive(Debug, Clone)]
-pub struct Api {
-    pub upstream: Upstream,
-    pub api_key: Option<ApiKey>,
-    pub headers: Vec<(String, String)>,
-    /// Retries of a GET or HEAD tool call that failed with 429, 5xx, a reset or a timeout (opt-in:
-    /// other methods may not be idempotent).
     pub max_retries: u32,
 }
 

@@ -7,9 +7,9 @@ mod list;
 mod reply;
 
 use super::Request;
-use crate::config::{Api, ApiKey};
 use crate::openapi::call::{credential_headers, encode_query};
 use crate::schema::Schema;
+use crate::upstream::{Api, ApiKey};
 pub use list::{load, Loaded};
 pub use reply::{handshake_error, observation, session_lost};
 use serde_json::{json, Value};
