@@ -209,7 +209,7 @@ impl Config {
         }
         let react_prompt = template.render(&tools);
         let native_tools = native_tools(&tools);
-        let react_prompt_json = json_string_contents(&react_prompt);
+        let react_prompt_json = doc::json_string_contents(&react_prompt);
         let native_tools_json = Value::Array(native_tools.clone()).to_string();
         Ok(Config {
             mode,
@@ -257,12 +257,6 @@ impl Config {
         out.sort_by_key(|s| std::cmp::Reverse(s.len()));
         out
     }
-}
-
-/// `text` escaped as the inside of a JSON string.
-pub fn json_string_contents(text: &str) -> String {
-    let quoted = Value::String(text.to_string()).to_string();
-    quoted[1..quoted.len() - 1].to_string()
 }
 
 /// `{"type": "function", "function": {name, description, parameters}}` per tool; descriptions longer
