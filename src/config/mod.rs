@@ -10,6 +10,7 @@ use crate::doc;
 use crate::openapi;
 use crate::prompt::react::{Template, WordChoices};
 use crate::schema::Schema;
+use crate::tools::mcp::ListError;
 use crate::tools::{Catalog, Tool};
 use fields::Fields;
 use serde_json::Value;
@@ -73,6 +74,12 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+impl From<ListError> for ConfigError {
+    fn from(e: ListError) -> Self {
+        ConfigError { path: e.path, message: e.message }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
