@@ -3,15 +3,22 @@
 //! - `files_are_short`: a file over `MAX_LINES` lines;
 //! - `no_import_circles`: a circle in the import graph, at two levels: between the top-level modules of
 //!   src/ (config, doc, openapi, …), and between the files and subfolders of each folder (agent/convo,
-//!   agent/native, … and agent/mod.rs itself, named `agent`);
+//!   agent/native, …), each circle with the import line of every step;
 //! - `imports_follow_the_rules`: an import of a top-level module that `ONLY_IMPORTED_BY` keeps from the
 //!   importer.
 //!
 //! A module imports another where its code names it: `use crate::…`, `use super::…`, `use self::…`,
 //! `use child::…`, and the same paths written in code (`crate::tz::Zone::parse(…)`). Comments, doc
-//! comments and string literals are not code. Test code (`#[cfg(test)]` items such as `mod tests { … }`,
-//! `tests.rs` files and other modules declared under `#[cfg(test)]`) is not part of the graph. src/bin/
-//! is another crate (it reaches the library as `api_agent::…`): only its length is checked.
+//! comments and the contents of string and char literals are not code.
+//!
+//! Inside a folder, its own file (`agent/mod.rs`, or `doc.rs` for doc/) declares, wires and re-exports
+//! its children: its imports of them make no circle. A name a child takes from it (`use super::Call`)
+//! counts where that file takes it from: its own item, or the sibling it re-exports (`pub use
+//! protocol::Call` → agent/protocol), so that a circle through a re-export is still seen.
+//!
+//! Test code (`#[cfg(test)]` items such as `mod tests { … }`, `tests.rs` files and other modules
+//! declared under `#[cfg(test)]`) is not part of the graph. src/bin/ is another crate (it reaches the
+//! library as `api_agent::…`): only its length is checked.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test code
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -512,6 +519,11 @@ fn imports(sources: &[Source]) -> Vec<Import> {
     out
 }
 
+/// `src/`, `src/agent/`.
+fn folder_name(m: &[String]) -> String {
+    m.iter().fold("src/".to_string(), |path, part| format!("{path}{part}/"))
+}
+
 fn name(m: &[String]) -> String {
     if m.is_empty() {
         "crate".into()
@@ -548,7 +560,7 @@ fn circles(imports: &[Import]) -> Vec<String> {
             }
             let cycle = shortest_cycle(&graph, &component);
             let names: Vec<String> = cycle.iter().map(|m| name(m)).collect();
-            let mut text = format!("in {}: {}", name(folder), names.join(" -> "));
+            let mut text = format!("in {}: {}", folder_name(folder), names.join(" -> "));
             if component.len() > cycle.len() - 1 {
                 let all: Vec<String> = component.iter().map(|m| name(m)).collect();
                 text.push_str(&format!(" (one of the circles among {})", all.join(", ")));
@@ -556,6 +568,13 @@ fn circles(imports: &[Import]) -> Vec<String> {
             for pair in cycle.windows(2) {
                 let i = &edges[&(pair[0].clone(), pair[1].clone())];
                 text.push_str(&format!("\n    {}: `{}`", i.at, i.path));
+            }
+            // The other imports that tie the same modules together, one line each.
+            let on_cycle = |a: &Module, b: &Module| cycle.windows(2).any(|p| p[0] == a && p[1] == b);
+            for ((a, b), i) in edges {
+                if component.contains(&a) && component.contains(&b) && !on_cycle(a, b) {
+                    text.push_str(&format!("\n    and {} -> {}: {}: `{}`", name(a), name(b), i.at, i.path));
+                }
             }
             out.push(text);
         }
@@ -690,5 +709,8 @@ fn f() { super::z(); let r = b'{'; let s = br\"\\\"; }",
         ]
     );
     let circles = circles(&imports(&sources));
-    assert_eq!(circles, ["in a: a/x -> a/y -> a/x\n    src/a/x.rs:1: `super::Y`\n    src/a/y.rs:1: `super::x::f`"]);
+    assert_eq!(
+        circles,
+        ["in src/a/: a/x -> a/y -> a/x\n    src/a/x.rs:1: `super::Y`\n    src/a/y.rs:1: `super::x::f`"]
+    );
 }
