@@ -27,7 +27,7 @@ mod code;
 mod graph;
 
 use code::{code_only, without_tests};
-use graph::{circles, imports};
+use graph::{circles, imports, Import};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -78,8 +78,14 @@ fn no_import_circles() {
 
 #[test]
 fn imports_follow_the_rules() {
+    let findings = against_the_rules(&imports(&sources()));
+    assert!(findings.is_empty(), "imports against the rules:\n{}", findings.join("\n"));
+}
+
+/// The imports `ONLY_IMPORTED_BY` forbids, each named.
+fn against_the_rules(imports: &[Import]) -> Vec<String> {
     let mut findings = Vec::new();
-    for i in imports(&sources()) {
+    for i in imports {
         let (Some(from), Some(to)) = (i.from.first(), i.to.first()) else {
             continue;
         };
@@ -88,12 +94,38 @@ fn imports_follow_the_rules() {
         }
         for (module, importers) in ONLY_IMPORTED_BY {
             if to == module && !importers.contains(&from.as_str()) {
-                let who = if importers.is_empty() { "nothing outside it".to_string() } else { importers.join(", ") };
-                findings.push(format!("{}: `{}`: `{module}` may be imported by {who} only", i.at, i.path));
+                let rule = match importers {
+                    [] => format!("nothing outside `{module}` may import it"),
+                    _ => format!("only {} may import `{module}`", importers.join(", ")),
+                };
+                findings.push(format!("{}: `{}`: {rule}", i.at, i.path));
             }
         }
     }
-    assert!(findings.is_empty(), "imports against the rules:\n{}", findings.join("\n"));
+    findings
+}
+
+#[test]
+fn the_rules_name_each_forbidden_import() {
+    let import = |from: &[&str], to: &[&str]| Import {
+        from: from.iter().map(|s| s.to_string()).collect(),
+        to: to.iter().map(|s| s.to_string()).collect(),
+        at: format!("src/{}.rs:1", from.join("/")),
+        path: format!("crate::{}", to.join("::")),
+    };
+    let imports = [
+        import(&["agent", "convo"], &["filter", "http"]),
+        import(&["filter", "http"], &["filter"]),
+        import(&["dm", "stream"], &["host"]),
+        import(&["cli"], &["host", "tools"]),
+    ];
+    assert_eq!(
+        against_the_rules(&imports),
+        [
+            "src/agent/convo.rs:1: `crate::filter::http`: nothing outside `filter` may import it",
+            "src/cli.rs:1: `crate::host::tools`: only filter, dm may import `host`",
+        ]
+    );
 }
 
 /// Every `.rs` file of src/, read and cleaned.
