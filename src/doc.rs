@@ -136,6 +136,12 @@ pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(format!("{}…[truncated, {} bytes in all]", &s[..end], s.len()))
 }
 
+/// `text` escaped as the inside of a JSON string.
+pub fn json_string_contents(text: &str) -> String {
+    let quoted = Value::String(text.to_string()).to_string();
+    quoted[1..quoted.len() - 1].to_string()
+}
+
 /// `%XX` escapes decoded (as in URI fragments holding JSON pointers); invalid escapes kept as they are.
 pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();

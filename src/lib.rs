@@ -12,6 +12,7 @@ pub mod redact;
 pub mod schema;
 pub mod tools;
 pub mod tz;
+pub mod upstream;
 
 #[cfg(target_arch = "wasm32")]
 mod filter;

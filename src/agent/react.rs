@@ -3,7 +3,8 @@
 
 use super::convo::{tool_work, Convo, Next, Work};
 use super::AgentError;
-use crate::config::{json_string_contents, Config};
+use crate::config::Config;
+use crate::doc::json_string_contents;
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::react_messages;
 use crate::prompt::react::{parse, Step};

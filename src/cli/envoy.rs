@@ -1,7 +1,7 @@
 //! The wasm filters of an Envoy configuration (a bootstrap, or any part of one), and the plugin
 //! configuration Envoy hands each: the `value` of its `google.protobuf.StringValue` `configuration`.
 
-use super::source::Found;
+use super::found::Found;
 use serde_json::{Map, Value};
 
 const WASM_FILTER: &str = "envoy.filters.http.wasm";
@@ -109,7 +109,7 @@ fn filter(m: &Map<String, Value>, trail: &[String], label: &str) -> Found {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::source::What;
+    use crate::cli::found::What;
     use serde_json::json;
 
     fn wasm(name: &str, configuration: Value) -> Value {

@@ -1,7 +1,7 @@
 //! Kubernetes resources: a Higress `WasmPlugin` becomes what Higress's controller gives the filter, an
 //! Istio `WasmPlugin` its `pluginConfig`; other resources are skipped.
 
-use super::source::Found;
+use super::found::Found;
 use serde_json::{Map, Value};
 
 const HIGRESS: &str = "extensions.higress.io/";
@@ -90,7 +90,7 @@ fn rule_config(rule: &Value) -> Option<Map<String, Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::source::What;
+    use crate::cli::found::What;
     use serde_json::json;
 
     fn built(found: &Found) -> Value {

@@ -3,6 +3,7 @@
 //! loop against live HTTP endpoints without Envoy. Nothing here is compiled for wasm32.
 
 mod envoy;
+mod found;
 mod http;
 mod k8s;
 mod out;

@@ -1,7 +1,8 @@
 //! Each configuration found, loaded by the filter's own `Plugin::from_slice`, and its parts: the global
 //! configuration and the `_rules_`, named as the filter's log names them.
 
-use super::source::{self, Found, What};
+use super::found::{Found, What};
+use super::source;
 use super::CliError;
 use crate::config::{Config, LoopPhase, Matcher, Mode, Plugin};
 use std::rc::Rc;

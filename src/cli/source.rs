@@ -2,50 +2,12 @@
 //! configuration with wasm filters, a Higress or Istio `WasmPlugin`, or several of these as a
 //! multi-document YAML file; each becomes the exact bytes Envoy would hand the filter.
 
+use super::found::Found;
 use super::{envoy, k8s, CliError};
 use crate::doc;
 use serde::Deserialize;
 use serde_json::Value;
 use std::io::Read;
-
-/// One plugin configuration found in CONFIG.
-#[derive(Debug)]
-pub struct Found {
-    /// Where it is: the file (and document), then the filter or resource inside it.
-    pub label: String,
-    pub what: What,
-    /// Higress: `_rules_[i]` was built from `matchRules[origins[i]]` (disabled rules are left out).
-    pub origins: Vec<usize>,
-}
-
-#[derive(Debug)]
-pub enum What {
-    /// The bytes of the filter's configuration.
-    Config(Vec<u8>),
-    /// Something that stops the configuration before the filter sees it (a controller would refuse it).
-    Unusable(String),
-    /// Not a plugin configuration (another Kubernetes resource, a disabled plugin).
-    Skipped(String),
-}
-
-impl Found {
-    pub fn config(label: String, bytes: Vec<u8>) -> Self {
-        Found { label, what: What::Config(bytes), origins: Vec::new() }
-    }
-
-    pub fn unusable(label: String, why: impl Into<String>) -> Self {
-        Found { label, what: What::Unusable(why.into()), origins: Vec::new() }
-    }
-
-    pub fn skipped(label: String, why: impl Into<String>) -> Self {
-        Found { label, what: What::Skipped(why.into()), origins: Vec::new() }
-    }
-
-    /// A configuration built as a JSON value (what a controller serializes for Envoy).
-    pub fn value(label: String, value: &Value) -> Self {
-        Found::config(label, value.to_string().into_bytes())
-    }
-}
 
 /// CONFIG's name for messages and its bytes; `-` is standard input.
 pub fn read(path: &str) -> Result<(String, Vec<u8>), CliError> {
@@ -114,6 +76,7 @@ fn documents(text: &str) -> Result<Vec<(usize, Value)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::found::What;
 
     #[test]
     fn a_plain_configuration_is_passed_as_written() {

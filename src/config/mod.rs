@@ -1,22 +1,28 @@
 //! The plugin configuration: Higress `ai-agent` keys plus ours, parsed and validated once at plugin
 //! start into typed structs. Every error names the field path.
 
+mod apis;
+mod error;
 mod fields;
 mod policy;
 mod refresh;
 mod rules;
+mod service;
 
 use crate::doc;
-use crate::openapi;
 use crate::prompt::react::{Template, WordChoices};
 use crate::schema::Schema;
-use crate::tools::{Catalog, Tool};
+use crate::tools::Catalog;
+use apis::parse_apis;
 use fields::Fields;
 use serde_json::Value;
-use std::fmt;
+use service::{check_header_text, parse_upstream};
 
+pub use crate::upstream::{Api, ApiKey, Upstream};
+pub use error::ConfigError;
 pub use refresh::McpSource;
 pub use rules::{sort_secrets, Matcher, Plugin, RequestKeys, Rule, CONSUMER_HEADER};
+pub use service::is_token_byte;
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 15;
 pub const DEFAULT_TIMEOUT_MS: u64 = 50_000;
@@ -33,24 +39,6 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 768 * 1024;
 pub const MAX_NATIVE_TOOLS: usize = 128;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    pub path: String,
-    pub message: String,
-}
-
-impl ConfigError {
-    pub fn new(path: &str, message: impl Into<String>) -> Self {
-        ConfigError { path: path.to_string(), message: message.into() }
-    }
-
-    /// The same error inside the object at `prefix` (`_rules_[1]` + `llm.path`).
-    pub fn under(self, prefix: &str) -> Self {
-        let path = if self.path.is_empty() { prefix.to_string() } else { format!("{prefix}.{}", self.path) };
-        ConfigError { path, message: self.message }
-    }
-}
-
 /// The plugin configuration's text (JSON, or YAML) as one value.
 fn parse_text(bytes: &[u8]) -> Result<Value, ConfigError> {
     let text =
@@ -60,18 +48,6 @@ fn parse_text(bytes: &[u8]) -> Result<Value, ConfigError> {
     }
     doc::parse(text).map_err(|e| ConfigError::new("", format!("configuration {e}")))
 }
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "{}", self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -89,23 +65,6 @@ pub enum LoopPhase {
     Response,
 }
 
-/// Where a callout goes: the Envoy cluster, the `:authority` it carries, and how long it may take.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upstream {
-    pub cluster: String,
-    /// `domain`: the `:authority` of every call.
-    pub authority: Option<String>,
-    /// `serviceName`: the `:authority` when nothing better is known.
-    pub service: Option<String>,
-    pub timeout_ms: u64,
-}
-
-impl Upstream {
-    pub fn authority_or_service(&self) -> String {
-        self.authority.clone().or_else(|| self.service.clone()).unwrap_or_else(|| self.cluster.clone())
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Llm {
     pub upstream: Upstream,
@@ -118,23 +77,6 @@ pub struct Llm {
     pub max_observation_bytes: usize,
     pub max_parallel_tool_calls: usize,
     /// Retries of an LLM call that failed with 429, 5xx, a reset or a timeout.
-    pub max_retries: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApiKey {
-    Header { name: String, value: String },
-    Query { name: String, value: String },
-}
-
-/// One `apis[]` entry: where its tools are called and with which credentials.
-#[derive(Debug, Clone)]
-pub struct Api {
-    pub upstream: Upstream,
-    pub api_key: Option<ApiKey>,
-    pub headers: Vec<(String, String)>,
-    /// Retries of a GET or HEAD tool call that failed with 429, 5xx, a reset or a timeout (opt-in:
-    /// other methods may not be idempotent).
     pub max_retries: u32,
 }
 
@@ -242,7 +184,7 @@ impl Config {
         }
         let react_prompt = template.render(&tools);
         let native_tools = native_tools(&tools);
-        let react_prompt_json = json_string_contents(&react_prompt);
+        let react_prompt_json = doc::json_string_contents(&react_prompt);
         let native_tools_json = Value::Array(native_tools.clone()).to_string();
         Ok(Config {
             mode,
@@ -290,12 +232,6 @@ impl Config {
         out.sort_by_key(|s| std::cmp::Reverse(s.len()));
         out
     }
-}
-
-/// `text` escaped as the inside of a JSON string.
-pub fn json_string_contents(text: &str) -> String {
-    let quoted = Value::String(text.to_string()).to_string();
-    quoted[1..quoted.len() - 1].to_string()
 }
 
 /// `{"type": "function", "function": {name, description, parameters}}` per tool; descriptions longer
@@ -352,237 +288,6 @@ fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {
         max_parallel_tool_calls,
         max_retries,
     })
-}
-
-/// `cluster`, or Higress's `outbound|<servicePort>||<serviceName>`; `domain`; `maxExecutionTime`.
-fn parse_upstream(f: &mut Fields<'_>) -> Result<Upstream, ConfigError> {
-    let cluster = f.opt_nonempty("cluster")?;
-    let service = f.opt_nonempty("serviceName")?;
-    let port = f.opt_uint("servicePort", 1, 65535)?;
-    let cluster = match (cluster, &service, port) {
-        (Some(c), _, _) => c,
-        (None, Some(name), Some(port)) => format!("outbound|{port}||{name}"),
-        (None, None, _) => return Err(f.err("serviceName", "required (or name the Envoy cluster in 'cluster')")),
-        (None, Some(_), None) => return Err(f.err("servicePort", "required (or name the Envoy cluster in 'cluster')")),
-    };
-    let authority = f.opt_nonempty("domain")?;
-    if let Some(a) = &authority {
-        if a.contains(['/', ' ', '\r', '\n']) {
-            return Err(f.err("domain", format!("must be a host name (with an optional port), found '{a}'")));
-        }
-    }
-    let timeout_ms = f.opt_uint("maxExecutionTime", 1, 24 * 3_600_000)?.unwrap_or(DEFAULT_TIMEOUT_MS);
-    Ok(Upstream { cluster, authority, service, timeout_ms })
-}
-
-fn parse_apis(
-    root: &mut Fields<'_>,
-    warnings: &mut Vec<String>,
-    confirm: &mut Vec<String>,
-    mcp: &mut Vec<McpSource>,
-) -> Result<(Vec<Api>, Catalog), ConfigError> {
-    let list = match root.required("apis")? {
-        Value::Array(list) if !list.is_empty() => list,
-        Value::Array(_) => return Err(root.err("apis", "must list at least one API")),
-        other => return Err(root.err("apis", format!("must be a list, found {}", doc::type_name(other)))),
-    };
-    let mut apis = Vec::with_capacity(list.len());
-    let mut catalog = Catalog::default();
-    for (i, entry) in list.iter().enumerate() {
-        let mut f = Fields::new(format!("apis[{i}]"), entry)?;
-        let api_path = f.path().to_string();
-        let Entry { api, mut tools, warnings: more, source, server } = match f.get("mcpServer") {
-            Some(_) => parse_mcp(&mut f, i)?,
-            None => parse_openapi(&mut f, i)?,
-        };
-        let policy = f.opt_object("policy")?.map(policy::Policy::parse).transpose()?;
-        f.deny_unknown()?;
-        let listed = server.as_ref().is_none_or(|s| s.pinned);
-        if let Some(server) = server {
-            mcp.push(McpSource { policy: policy.clone(), ..server });
-        }
-        // A server to be listed has no tools yet: its policy applies once it has.
-        if let Some(policy) = policy.filter(|_| listed) {
-            let (kept, needs_approval) = policy.apply(tools)?;
-            tools = kept;
-            confirm.extend(needs_approval);
-        }
-        if api.upstream.authority.is_none() && api.upstream.service.is_none() {
-            let no_host = |t: &&Tool| t.openapi().is_some_and(|op| op.server.host.is_none());
-            if let Some(tool) = tools.iter().find(no_host) {
-                return Err(ConfigError::new(
-                    &format!("{api_path}.apiProvider.domain"),
-                    format!("required: the server URL of tool '{}' has no host", tool.name),
-                ));
-            }
-        }
-        warnings.extend(more);
-        catalog.extend(tools).map_err(|e| ConfigError::new(&source, e))?;
-        apis.push(api);
-    }
-    Ok((apis, catalog))
-}
-
-/// One `apis[]` entry's service, tools, warnings, and the field its tools come from (for errors).
-struct Entry {
-    api: Api,
-    tools: Vec<Tool>,
-    warnings: Vec<String>,
-    source: String,
-    server: Option<McpSource>,
-}
-
-/// Where a service is and the credentials its calls carry.
-type Service = (Upstream, Option<ApiKey>, Vec<(String, String)>);
-
-/// `apiProvider` + `api`: an OpenAPI document's operations.
-fn parse_openapi(f: &mut Fields<'_>, i: usize) -> Result<Entry, ConfigError> {
-    let mut provider = f.opt_object("apiProvider")?.ok_or_else(|| f.err("apiProvider", "required (or 'mcpServer')"))?;
-    let (upstream, api_key, headers) = parse_service(&mut provider)?;
-    let max_retries = provider.opt_uint("maxRetries", 0, 10)?.unwrap_or(0) as u32;
-    provider.deny_unknown()?;
-    let spec_text = match f.required("api")? {
-        Value::String(s) if !s.trim().is_empty() => s.clone(),
-        Value::String(_) => return Err(f.err("api", "must not be empty")),
-        // An already-parsed document (the YAML config held the spec as a map) is accepted too.
-        other @ Value::Object(_) => other.to_string(),
-        other => {
-            return Err(f.err("api", format!("must be an OpenAPI document as text, found {}", doc::type_name(other))))
-        }
-    };
-    let api_path = f.child_path("api");
-    let loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
-    let tools = loaded.tools.into_iter().map(Tool::from_openapi).collect();
-    let warnings = loaded.warnings.into_iter().map(|w| format!("{api_path}: {w}")).collect();
-    Ok(Entry { api: Api { upstream, api_key, headers, max_retries }, tools, warnings, source: api_path, server: None })
-}
-
-/// `mcpServer`: the tools of an MCP server, from its pinned `toolsList`.
-fn parse_mcp(f: &mut Fields<'_>, i: usize) -> Result<Entry, ConfigError> {
-    for key in ["apiProvider", "api"] {
-        if f.get(key).is_some() {
-            return Err(f.err(key, "not allowed with 'mcpServer' (an entry is an OpenAPI API or an MCP server)"));
-        }
-    }
-    let mut server = f.opt_object("mcpServer")?.ok_or_else(|| f.err("mcpServer", "must be an object"))?;
-    let (upstream, api_key, headers) = parse_service(&mut server)?;
-    let path = server.req_str("path")?;
-    if !path.starts_with('/') || path.contains(['\r', '\n', ' ']) {
-        return Err(server.err("path", format!("must be a path starting with '/', found '{path}'")));
-    }
-    let allow = mcp_allow(&mut server)?;
-    let list_path = server.child_path("toolsList");
-    let list = server.get("toolsList");
-    server.deny_unknown()?;
-    let api = Api { upstream, api_key, headers, max_retries: 0 };
-    let pinned = list.is_some();
-    let server = McpSource { api: i, path, allow, policy: None, field: list_path, pinned };
-    let Some(list) = list else {
-        // Listed by the host (discovery); the tools join the catalog then.
-        return Ok(Entry {
-            api,
-            tools: Vec::new(),
-            warnings: Vec::new(),
-            source: f.child_path("mcpServer"),
-            server: Some(server),
-        });
-    };
-    let loaded = crate::tools::mcp::load(list, &server.allow, &server.path, i, &server.field)?;
-    let warnings = loaded.warnings.into_iter().map(|w| format!("{}: {w}", server.field)).collect();
-    Ok(Entry { api, tools: loaded.tools, warnings, source: f.child_path("mcpServer"), server: Some(server) })
-}
-
-/// `mcpServer.tools`: the server's tools the model may see (all when absent).
-fn mcp_allow(server: &mut Fields<'_>) -> Result<Vec<String>, ConfigError> {
-    let Some(v) = server.get("tools") else {
-        return Ok(Vec::new());
-    };
-    let Value::Array(items) = v else {
-        return Err(server.err("tools", format!("must be a list of tool names, found {}", doc::type_name(v))));
-    };
-    items
-        .iter()
-        .enumerate()
-        .map(|(j, item)| match item.as_str().map(str::trim) {
-            Some(s) if !s.is_empty() => Ok(s.to_string()),
-            _ => Err(server.err(&format!("tools[{j}]"), "must be a non-empty string")),
-        })
-        .collect()
-}
-
-/// The keys every service has: where (`cluster` or `serviceName`/`servicePort`, `domain`,
-/// `maxExecutionTime`) and with which credentials (`apiKey`, `headers`).
-fn parse_service(f: &mut Fields<'_>) -> Result<Service, ConfigError> {
-    let upstream = parse_upstream(f)?;
-    let api_key = parse_api_key(f)?;
-    let headers = parse_headers(f)?;
-    Ok((upstream, api_key, headers))
-}
-
-fn parse_api_key(provider: &mut Fields<'_>) -> Result<Option<ApiKey>, ConfigError> {
-    let Some(mut f) = provider.opt_object("apiKey")? else {
-        return Ok(None);
-    };
-    let location = f.opt_str("in")?;
-    let name = f.opt_nonempty("name")?;
-    let value = f.opt_str("value")?;
-    let key = match location.as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None | Some("none") | Some("") => None,
-        Some(place @ ("header" | "query")) => {
-            let name = name.ok_or_else(|| f.err("name", "required"))?;
-            // Without a value the key would be sent empty, and the API would answer 401 to every call.
-            let value = value.ok_or_else(|| f.err("value", "required"))?;
-            if value.trim().is_empty() {
-                return Err(f.err("value", "must not be empty"));
-            }
-            if place == "header" && !name.bytes().all(is_token_byte) {
-                return Err(f.err("name", format!("'{name}' is not a valid header name")));
-            }
-            check_header_text(&f, "name", &name)?;
-            check_header_text(&f, "value", &value)?;
-            Some(if place == "header" { ApiKey::Header { name, value } } else { ApiKey::Query { name, value } })
-        }
-        Some(other) => return Err(f.err("in", format!("must be 'header', 'query' or 'none', found '{other}'"))),
-    };
-    f.deny_unknown()?;
-    Ok(key)
-}
-
-fn parse_headers(provider: &mut Fields<'_>) -> Result<Vec<(String, String)>, ConfigError> {
-    let Some(f) = provider.opt_object("headers")? else {
-        return Ok(Vec::new());
-    };
-    let path = f.path().to_string();
-    let Some(Value::Object(map)) = provider.get("headers") else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::with_capacity(map.len());
-    for (name, value) in map {
-        let p = format!("{path}.{name}");
-        let Value::String(value) = value else {
-            return Err(ConfigError::new(&p, format!("must be a string, found {}", doc::type_name(value))));
-        };
-        if name.is_empty() || name.starts_with(':') || !name.bytes().all(is_token_byte) {
-            return Err(ConfigError::new(&p, "not a valid header name"));
-        }
-        if value.contains(['\r', '\n', '\0']) {
-            return Err(ConfigError::new(&p, "header value must not contain CR, LF or NUL"));
-        }
-        out.push((name.to_ascii_lowercase(), value.clone()));
-    }
-    Ok(out)
-}
-
-fn check_header_text(f: &Fields<'_>, key: &str, text: &str) -> Result<(), ConfigError> {
-    if text.contains(['\r', '\n', '\0']) {
-        return Err(f.err(key, "must not contain CR, LF or NUL"));
-    }
-    Ok(())
-}
-
-/// RFC 9110 `tchar`.
-pub fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 fn parse_template(root: &mut Fields<'_>, warnings: &mut Vec<String>) -> Result<Template, ConfigError> {

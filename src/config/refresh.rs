@@ -3,7 +3,8 @@
 //! swaps in, in one step, when it has listed a server's tools.
 
 use super::policy::Policy;
-use super::{json_string_contents, native_tools, Config, ConfigError, Mode, MAX_NATIVE_TOOLS};
+use super::{native_tools, Config, ConfigError, Mode, MAX_NATIVE_TOOLS};
+use crate::doc::json_string_contents;
 use crate::tools::{mcp, Catalog, Tool};
 use serde_json::Value;
 

@@ -4,8 +4,8 @@
 //! it, never sent.
 
 use super::{Body, BodyLayout, Location, Media, Param, Style, Tool};
-use crate::config::{Api, ApiKey};
 use crate::doc::type_name;
+use crate::upstream::{Api, ApiKey};
 use serde_json::{Map, Value};
 use std::fmt::Write;
 
@@ -14,7 +14,7 @@ use std::fmt::Write;
 pub const MAX_HEADER_VALUE_BYTES: usize = 8 * 1024;
 
 /// The request type is the registry's, so that every tool source builds the same thing.
-pub use crate::tools::Request as ToolRequest;
+pub use crate::upstream::Request as ToolRequest;
 
 /// Builds the request for `tool` called with `args` on `api`. `Err` is a message for the model.
 pub fn build(tool: &Tool, api: &Api, args: &Value) -> Result<ToolRequest, String> {

@@ -86,7 +86,7 @@ impl Template {
         let text = if self.chinese { CH } else { EN };
         let w = &self.words;
         // The final answer's word sits inside a JSON string of the example: escaped as one.
-        let final_answer = crate::config::json_string_contents(&w.final_answer);
+        let final_answer = crate::doc::json_string_contents(&w.final_answer);
         text.replace("{tools}", list.trim_end())
             .replace("{example}", &example(tools))
             .replace("{names}", &names.join(", "))

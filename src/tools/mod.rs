@@ -7,8 +7,9 @@ mod catalog;
 pub mod mcp;
 mod reply;
 
-use crate::config::Api;
 use crate::openapi;
+use crate::upstream::Api;
+pub use crate::upstream::Request;
 pub use catalog::Catalog;
 pub use reply::http_observation;
 use serde_json::Value;
@@ -31,18 +32,6 @@ pub enum Binding {
     OpenApi(Box<openapi::Tool>),
     /// A tool of the MCP server of `apis[api].mcpServer`.
     Mcp(Box<mcp::McpTool>),
-}
-
-/// A tool's HTTP request before it has a call id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub method: &'static str,
-    /// Path and query string, ready for `:path`.
-    pub path: String,
-    pub authority: String,
-    /// Lower-case names.
-    pub headers: Vec<(String, String)>,
-    pub body: Option<Vec<u8>>,
 }
 
 impl Tool {

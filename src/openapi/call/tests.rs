@@ -1,6 +1,6 @@
 use super::*;
-use crate::config::Upstream;
 use crate::openapi::load;
+use crate::upstream::Upstream;
 use serde_json::json;
 
 const SPEC: &str = r#"

@@ -4,8 +4,7 @@
 //! is rare, and a session kept between listings would only be lost in between.
 
 use super::{handshake_error, in_session, initialize, initialized, list, reply, session_of, with_id};
-use crate::config::Api;
-use crate::tools::Request;
+use crate::upstream::{Api, Request};
 use serde_json::{json, Value};
 
 const FIRST_BACKOFF_MS: u64 = 1000;

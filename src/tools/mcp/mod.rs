@@ -7,10 +7,10 @@ mod list;
 mod reply;
 
 use super::Request;
-use crate::config::{Api, ApiKey};
 use crate::openapi::call::{credential_headers, encode_query};
 use crate::schema::Schema;
-pub use list::{load, Loaded};
+use crate::upstream::{Api, ApiKey};
+pub use list::{load, ListError, Loaded};
 pub use reply::{handshake_error, observation, session_lost};
 use serde_json::{json, Value};
 

@@ -1,0 +1,178 @@
+//! The shape of src/ (issue 18: no import circles; files a reader can hold in mind). Every
+//! `src/**/*.rs` file is read, and these fail, naming what they found:
+//! - `files_are_short`: a file over `MAX_LINES` lines;
+//! - `no_import_circles`: a circle in the import graph, at two levels: between the top-level modules of
+//!   src/ (config, doc, openapi, …), and between the files and subfolders of each folder (agent/convo,
+//!   agent/native, …), each circle with the import line of every step;
+//! - `imports_follow_the_rules`: an import of a top-level module that `ONLY_IMPORTED_BY` keeps from the
+//!   importer.
+//!
+//! A module imports another where its code names it: `use crate::…`, `use super::…`, `use self::…`,
+//! `use child::…`, and the same paths written in code (`crate::tz::Zone::parse(…)`). Comments, doc
+//! comments and the contents of string and char literals are not code.
+//!
+//! Inside a folder, its own file (`agent/mod.rs`, or `doc.rs` for doc/) declares, wires and re-exports
+//! its children: its imports of them make no circle. A name a child takes from it (`use super::Call`)
+//! counts where that file takes it from: its own item, or the sibling it re-exports (`pub use
+//! protocol::Call` → agent/protocol), so that a circle through a re-export is still seen.
+//!
+//! Test code (`#[cfg(test)]` items such as `mod tests { … }`, `tests.rs` files and other modules
+//! declared under `#[cfg(test)]`) is not part of the graph. src/bin/ is another crate (it reaches the
+//! library as `api_agent::…`): only its length is checked.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test code
+
+#[path = "structure/code.rs"]
+mod code;
+#[path = "structure/graph.rs"]
+mod graph;
+
+use code::{code_only, without_tests};
+use graph::{circles, imports, Import};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The longest a file of src/ may be.
+const MAX_LINES: usize = 600;
+
+/// Top-level modules of src/ that only the listed top-level modules may import (a module's own files
+/// always may). One line per rule.
+const ONLY_IMPORTED_BY: &[(&str, &[&str])] = &[
+    // The hosts: the Proxy-Wasm filter and the Envoy dynamic module. Nothing depends on either.
+    ("filter", &[]),
+    ("dm", &[]),
+    // What the two hosts share.
+    ("host", &["filter", "dm"]),
+];
+
+/// A module: its path below the crate (`["agent", "convo"]`; the crate root is `[]`).
+type Module = Vec<String>;
+
+struct Source {
+    /// `src/agent/convo.rs`.
+    file: String,
+    module: Module,
+    lines: usize,
+    /// The text with comments, string contents and test items blanked out (line breaks kept).
+    code: String,
+    /// Names of child modules declared under `#[cfg(test)]` (`mod tests;`).
+    test_children: Vec<String>,
+    /// Not part of the graph: src/bin/, or test code.
+    exempt: bool,
+}
+
+#[test]
+fn files_are_short() {
+    let findings: Vec<String> = sources()
+        .iter()
+        .filter(|s| s.lines > MAX_LINES)
+        .map(|s| format!("{}: {} lines (at most {MAX_LINES})", s.file, s.lines))
+        .collect();
+    assert!(findings.is_empty(), "files over {MAX_LINES} lines:\n{}", findings.join("\n"));
+}
+
+#[test]
+fn no_import_circles() {
+    let findings = circles(&imports(&sources()));
+    assert!(findings.is_empty(), "import circles:\n{}", findings.join("\n"));
+}
+
+#[test]
+fn imports_follow_the_rules() {
+    let findings = against_the_rules(&imports(&sources()));
+    assert!(findings.is_empty(), "imports against the rules:\n{}", findings.join("\n"));
+}
+
+/// The imports `ONLY_IMPORTED_BY` forbids, each named.
+fn against_the_rules(imports: &[Import]) -> Vec<String> {
+    let mut findings = Vec::new();
+    for i in imports {
+        let (Some(from), Some(to)) = (i.from.first(), i.to.first()) else {
+            continue;
+        };
+        if from == to {
+            continue;
+        }
+        for (module, importers) in ONLY_IMPORTED_BY {
+            if to == module && !importers.contains(&from.as_str()) {
+                let rule = match importers {
+                    [] => format!("nothing outside `{module}` may import it"),
+                    _ => format!("only {} may import `{module}`", importers.join(", ")),
+                };
+                findings.push(format!("{}: `{}`: {rule}", i.at, i.path));
+            }
+        }
+    }
+    findings
+}
+
+#[test]
+fn the_rules_name_each_forbidden_import() {
+    let import = |from: &[&str], to: &[&str]| Import {
+        from: from.iter().map(|s| s.to_string()).collect(),
+        to: to.iter().map(|s| s.to_string()).collect(),
+        at: format!("src/{}.rs:1", from.join("/")),
+        path: format!("crate::{}", to.join("::")),
+    };
+    let imports = [
+        import(&["agent", "convo"], &["filter", "http"]),
+        import(&["filter", "http"], &["filter"]),
+        import(&["dm", "stream"], &["host"]),
+        import(&["cli"], &["host", "tools"]),
+    ];
+    assert_eq!(
+        against_the_rules(&imports),
+        [
+            "src/agent/convo.rs:1: `crate::filter::http`: nothing outside `filter` may import it",
+            "src/cli.rs:1: `crate::host::tools`: only filter, dm may import `host`",
+        ]
+    );
+}
+
+/// Every `.rs` file of src/, read and cleaned.
+fn sources() -> Vec<Source> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    let mut out: Vec<Source> = files
+        .iter()
+        .map(|path| {
+            let rel = path.strip_prefix(&root).unwrap();
+            let parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+            let text = fs::read_to_string(path).unwrap();
+            let (code, test_children) = without_tests(&code_only(&text));
+            let mut module: Module = parts.iter().map(|p| p.trim_end_matches(".rs").to_string()).collect();
+            if matches!(module.last().map(String::as_str), Some("mod" | "lib")) {
+                module.pop();
+            }
+            Source {
+                file: format!("src/{}", parts.join("/")),
+                exempt: parts[0] == "bin" || parts.last().is_some_and(|p| p == "tests.rs"),
+                module,
+                lines: text.lines().count(),
+                code,
+                test_children,
+            }
+        })
+        .collect();
+    // A module declared under `#[cfg(test)]` is test code, and so is everything below it.
+    let test_modules: Vec<Module> =
+        out.iter().flat_map(|s| s.test_children.iter().map(|c| [s.module.clone(), vec![c.clone()]].concat())).collect();
+    for s in &mut out {
+        if test_modules.iter().any(|t| s.module.starts_with(t)) {
+            s.exempt = true;
+        }
+    }
+    out
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
