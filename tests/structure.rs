@@ -44,6 +44,26 @@ const ONLY_IMPORTED_BY: &[(&str, &[&str])] = &[
     ("host", &["filter", "dm"]),
 ];
 
+/// The layers of src/, lowest first: a top-level module may import only modules of lower layers
+/// (and its own files). docs/architecture.md draws the same table; a module missing here fails.
+const LAYERS: &[&[&str]] = &[
+    // Leaves: text and JSON helpers, secrets masking, time zones, where calls go.
+    &["doc", "redact", "tz", "upstream"],
+    // Formats: JSON Schema, the OpenAI wire, OpenAPI documents.
+    &["schema", "openai", "openapi"],
+    // The tool registry (OpenAPI and MCP tools), then the prompts built from it.
+    &["tools"],
+    &["prompt"],
+    // The plugin configuration, validated once.
+    &["config"],
+    // The sans-IO agent loop.
+    &["agent"],
+    // What both hosts decide.
+    &["host"],
+    // The hosts and the command-line tool.
+    &["filter", "dm", "cli"],
+];
+
 /// A module: its path below the crate (`["agent", "convo"]`; the crate root is `[]`).
 type Module = Vec<String>;
 
@@ -80,6 +100,75 @@ fn no_import_circles() {
 fn imports_follow_the_rules() {
     let findings = against_the_rules(&imports(&sources()));
     assert!(findings.is_empty(), "imports against the rules:\n{}", findings.join("\n"));
+}
+
+#[test]
+fn layers_point_down() {
+    let findings = against_the_layers(&imports(&sources()), &top_level_modules());
+    assert!(findings.is_empty(), "imports against the layers:\n{}", findings.join("\n"));
+}
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+/// The top-level modules of src/ (files and folders, not the crate root or src/bin/).
+fn top_level_modules() -> Vec<String> {
+    let mut names: Vec<String> = sources()
+        .iter()
+        .filter(|s| !s.exempt)
+        .filter_map(|s| s.module.first().cloned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Imports that go to the same or a higher layer, and modules no layer names.
+fn against_the_layers(imports: &[Import], modules: &[String]) -> Vec<String> {
+    let mut findings: Vec<String> = modules
+        .iter()
+        .filter(|m| layer_of(m).is_none())
+        .map(|m| format!("src/{m}: in no layer of LAYERS (tests/structure.rs)"))
+        .collect();
+    for i in imports {
+        let (Some(from), Some(to)) = (i.from.first(), i.to.first()) else {
+            continue;
+        };
+        if from == to {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (layer_of(from), layer_of(to)) {
+            if b >= a {
+                findings.push(format!("{}: `{}`: `{from}` (layer {a}) may not import `{to}` (layer {b})", i.at, i.path));
+            }
+        }
+    }
+    findings
+}
+
+#[test]
+fn the_layers_name_each_upward_import() {
+    let import = |from: &[&str], to: &[&str]| Import {
+        from: from.iter().map(|s| s.to_string()).collect(),
+        to: to.iter().map(|s| s.to_string()).collect(),
+        at: format!("src/{}.rs:1", from.join("/")),
+        path: format!("crate::{}", to.join("::")),
+    };
+    let imports = [
+        import(&["config", "rules"], &["agent"]),
+        import(&["agent", "convo"], &["config"]),
+        import(&["filter"], &["dm"]),
+    ];
+    let modules = ["agent".to_string(), "config".to_string(), "newcomer".to_string()];
+    assert_eq!(
+        against_the_layers(&imports, &modules),
+        [
+            "src/newcomer: in no layer of LAYERS (tests/structure.rs)",
+            "src/config/rules.rs:1: `crate::agent`: `config` (layer 4) may not import `agent` (layer 5)",
+            "src/filter.rs:1: `crate::dm`: `filter` (layer 7) may not import `dm` (layer 7)",
+        ]
+    );
 }
 
 /// The imports `ONLY_IMPORTED_BY` forbids, each named.
