@@ -2,7 +2,9 @@
 //! sent), the LLM's reply, and the answers we write (JSON, SSE chunks, errors).
 
 pub mod answer;
+pub mod reasoning;
 pub mod sse;
+pub mod text_calls;
 
 use crate::doc::{truncate, type_name};
 use serde_json::{Map, Value};
@@ -180,7 +182,10 @@ impl Usage {
 pub struct LlmReply {
     /// `choices[0].message` as the provider wrote it (native mode keeps it in the conversation).
     pub message: Value,
+    /// The reply's text, without the model's thinking.
     pub content: String,
+    /// The model's thinking, from a reasoning field or a leading think block.
+    pub reasoning: Option<reasoning::Reasoning>,
     pub tool_calls: Vec<ToolCall>,
     pub model: Option<String>,
     pub usage: Usage,
@@ -221,13 +226,24 @@ impl LlmReply {
             .and_then(|choices| choices.into_iter().next())
             .and_then(|choice| choice.message)
             .ok_or("the LLM's reply has no choices[0].message")?;
-        let content = content_text(message.get("content")).map_err(|e| format!("the LLM's reply: {e}"))?;
+        let text = content_text(message.get("content")).map_err(|e| format!("the LLM's reply: {e}"))?;
+        // A reasoning field wins; else a think block leading the content is the thinking.
+        let (reasoning, content) = match reasoning::of_fields(&message) {
+            Some(r) => (Some(r), reasoning::split_think(&text).1.to_string()),
+            None => match reasoning::split_think(&text) {
+                (Some(t), rest) => {
+                    (Some(reasoning::Reasoning { text: t, field: reasoning::Field::Think }), rest.to_string())
+                }
+                (None, _) => (None, text),
+            },
+        };
         let tool_calls = match message.get("tool_calls") {
             Some(Value::Array(calls)) => calls.iter().map(parse_tool_call).collect::<Result<_, _>>()?,
             _ => Vec::new(),
         };
         Ok(LlmReply {
             content,
+            reasoning,
             tool_calls,
             model: c.model.as_ref().and_then(Value::as_str).map(str::to_string),
             usage: Usage::from_value(c.usage.as_ref()),

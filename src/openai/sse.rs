@@ -12,6 +12,8 @@ pub struct Fed {
     pub content: String,
     /// A tool-call delta came: the turn calls tools.
     pub tool_call: bool,
+    /// `delta.reasoning_content` (or `delta.reasoning`) of the same events: the model thinking.
+    pub reasoning: String,
 }
 
 #[derive(Debug, Default)]
@@ -30,6 +32,9 @@ pub struct ChunkStream {
     done: bool,
     model: Option<String>,
     content: String,
+    /// The thinking so far, and the field the server sends it in.
+    reasoning: String,
+    reasoning_field: Option<&'static str>,
     calls: Vec<PartialCall>,
     finish_reason: Option<String>,
     usage: Option<Value>,
@@ -108,6 +113,19 @@ impl ChunkStream {
             self.content.push_str(text);
             fed.content.push_str(text);
         }
+        for field in ["reasoning_content", "reasoning"] {
+            let text = match delta.get(field) {
+                Some(Value::String(t)) => t.as_str(),
+                Some(Value::Object(o)) => {
+                    o.get("content").or_else(|| o.get("text")).and_then(Value::as_str).unwrap_or("")
+                }
+                _ => continue,
+            };
+            self.reasoning_field.get_or_insert(field);
+            self.reasoning.push_str(text);
+            fed.reasoning.push_str(text);
+            break;
+        }
         if let Some(Value::Array(calls)) = delta.get_mut("tool_calls") {
             fed.tool_call |= !calls.is_empty();
             for c in calls.iter() {
@@ -176,6 +194,11 @@ impl ChunkStream {
         message.insert("role".into(), json!("assistant"));
         let content = if self.content.is_empty() && !self.calls.is_empty() { Value::Null } else { json!(self.content) };
         message.insert("content".into(), content);
+        if let (Some(field), false) = (self.reasoning_field, self.reasoning.is_empty()) {
+            // Back in the field the server used: a later turn must carry it there (DeepSeek's thinking
+            // mode with tools refuses a history without it).
+            message.insert(field.into(), json!(self.reasoning));
+        }
         if !self.calls.is_empty() {
             let calls: Vec<Value> = self
                 .calls
@@ -247,6 +270,28 @@ mod tests {
         assert_eq!(reply.model.as_deref(), Some("m1"));
         assert_eq!(reply.usage.total_tokens, 5);
         assert!(reply.tool_calls.is_empty());
+    }
+
+    #[test]
+    fn reasoning_deltas_are_kept_in_the_field_the_server_used() {
+        for field in ["reasoning_content", "reasoning"] {
+            let body = [
+                chunk(json!({"role": "assistant", field: "Need the "}), Value::Null),
+                chunk(json!({field: "weather."}), Value::Null),
+                chunk(
+                    json!({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "w", "arguments": "{}"}}]}),
+                    Value::Null,
+                ),
+                chunk(json!({}), json!("tool_calls")),
+            ]
+            .concat();
+            let mut s = ChunkStream::new();
+            let fed = s.feed(body.as_bytes());
+            assert_eq!(fed.reasoning, "Need the weather.");
+            let reply = LlmReply::parse(&s.completion().unwrap()).unwrap();
+            assert_eq!(reply.message[field], "Need the weather.");
+            assert_eq!(reply.reasoning.map(|r| r.text), Some("Need the weather.".to_string()));
+        }
     }
 
     #[test]
