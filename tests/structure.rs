@@ -114,11 +114,8 @@ fn layer_of(module: &str) -> Option<usize> {
 
 /// The top-level modules of src/ (files and folders, not the crate root or src/bin/).
 fn top_level_modules() -> Vec<String> {
-    let mut names: Vec<String> = sources()
-        .iter()
-        .filter(|s| !s.exempt)
-        .filter_map(|s| s.module.first().cloned())
-        .collect();
+    let mut names: Vec<String> =
+        sources().iter().filter(|s| !s.exempt).filter_map(|s| s.module.first().cloned()).collect();
     names.sort();
     names.dedup();
     names
@@ -140,7 +137,8 @@ fn against_the_layers(imports: &[Import], modules: &[String]) -> Vec<String> {
         }
         if let (Some(a), Some(b)) = (layer_of(from), layer_of(to)) {
             if b >= a {
-                findings.push(format!("{}: `{}`: `{from}` (layer {a}) may not import `{to}` (layer {b})", i.at, i.path));
+                findings
+                    .push(format!("{}: `{}`: `{from}` (layer {a}) may not import `{to}` (layer {b})", i.at, i.path));
             }
         }
     }

@@ -2,6 +2,7 @@
 attached to every failing test's report (the filter's own log lines explain most failures)."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -63,10 +64,10 @@ def fresh_mocks(mocks):
 def gateways(mocks, tmp_path_factory):
     """gateways(**plugin_options) -> a Gateway whose filter has plugin_config(mocks, **plugin_options).
     One Envoy per configuration, started on first use, stopped at the end of the session."""
-    started: dict[tuple, Gateway] = {}
+    started: dict[str, Gateway] = {}
 
     def get(**plugin_options) -> Gateway:
-        key = tuple(sorted(plugin_options.items()))
+        key = json.dumps(plugin_options, sort_keys=True)
         if key not in started:
             config = envoy_config(WASM, mocks, plugin_config(mocks, **plugin_options))
             envoy = Envoy(ENVOY, config, str(tmp_path_factory.mktemp("envoy"))).start()

@@ -55,8 +55,10 @@ class Mocks:
         return [r for s in (self.weather, self.translate) for r in s.requests]
 
 
-def plugin_config(mocks: Mocks, max_iterations: int = 4, language: str = "EN", mode: str = "react") -> dict:
-    """The Higress ai-agent configuration: the LLM and the two example APIs, each on its mock."""
+def plugin_config(mocks: Mocks, max_iterations: int = 4, language: str = "EN", mode: str = "react",
+                  **extra) -> dict:
+    """The Higress ai-agent configuration: the LLM and the two example APIs, each on its mock; `extra`
+    top-level keys are added as they are."""
     llm = {"apiKey": LLM_KEY, "serviceName": "llm.dns", "servicePort": mocks.llm.port, "domain": LLM_DOMAIN,
            "path": CHAT_PATH, "model": LLM_MODEL, "maxIterations": max_iterations, "maxExecutionTime": 5000,
            "maxTokens": 1000, "maxRequestTime": 300000}
@@ -69,7 +71,7 @@ def plugin_config(mocks: Mocks, max_iterations: int = 4, language: str = "EN", m
     return {"llm": llm,
             "apis": [{"apiProvider": weather, "api": spec_text("weather.yaml")},
                      {"apiProvider": translate, "api": spec_text("translate.yaml")}],
-            "promptTemplate": {"language": language}, "mode": mode}
+            "promptTemplate": {"language": language}, "mode": mode, **extra}
 
 
 def envoy_config(wasm: str, mocks: Mocks, plugin: dict) -> dict:
