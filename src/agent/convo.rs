@@ -1,7 +1,7 @@
 //! One conversation with the LLM, in either mode: the request fields every turn carries, the messages
 //! so far, usage and limits. `react.rs` and `native.rs` say what a reply means in each mode.
 
-use super::{native, react, AgentError, Call, CallId};
+use super::{native, react, AgentError, Call, CallId, ErrorCode};
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::{ChatRequest, LlmReply, Usage};
@@ -142,7 +142,7 @@ impl Convo {
     }
 
     pub fn on_reply(&mut self, cfg: &Config, body: &[u8]) -> Result<Next, AgentError> {
-        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, "llm_bad_reply", e))?;
+        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, ErrorCode::LlmBadReply, e))?;
         self.usage.add(reply.usage);
         if let Some(m) = reply.model.clone().filter(|m| !m.is_empty()) {
             self.model = m;

@@ -1,7 +1,7 @@
 //! JSON mode: after the loop's final answer, one more LLM call (retried on failure) turns it into JSON
 //! that is valid against the schema: the client's `response_format`, else `jsonResp.jsonSchema`.
 
-use super::AgentError;
+use super::{AgentError, ErrorCode};
 use crate::config::Config;
 use crate::openai::{ChatRequest, LlmReply, Usage};
 use crate::prompt::json_format::{extract, request_messages, retry_message};
@@ -20,7 +20,7 @@ pub struct Target {
 impl Target {
     /// The client's `response_format` wins over the configuration; `Err` is a 400.
     pub fn for_request(cfg: &Config, req: &ChatRequest) -> Result<Option<Target>, AgentError> {
-        let bad = |m: String| AgentError::new(400, "invalid_response_format", m);
+        let bad = |m: String| AgentError::new(400, ErrorCode::InvalidResponseFormat, m);
         let max_retry = cfg.json_resp.as_ref().map_or(crate::config::DEFAULT_JSON_RETRIES, |j| j.max_retry);
         let Some(rf) = req.raw.get("response_format").filter(|v| !v.is_null()) else {
             return Ok(Self::configured(cfg));
@@ -115,7 +115,7 @@ impl Format {
         body: &[u8],
         usage: &mut Usage,
     ) -> Result<Outcome, AgentError> {
-        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, "llm_bad_reply", e))?;
+        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, ErrorCode::LlmBadReply, e))?;
         usage.add(reply.usage);
         self.tries += 1;
         let problem = match extract(&reply.content) {
@@ -129,7 +129,7 @@ impl Format {
         if self.tries > self.target.max_retry {
             return Err(AgentError::new(
                 502,
-                "json_schema_mismatch",
+                ErrorCode::JsonSchemaMismatch,
                 format!(
                     "the answer did not match the JSON Schema after {} tries; last problem: {}",
                     self.tries, self.last_problem

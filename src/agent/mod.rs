@@ -5,6 +5,7 @@
 mod approval;
 mod batch;
 mod convo;
+mod error;
 mod format;
 pub mod host;
 mod live;
@@ -24,6 +25,7 @@ use crate::openai::answer::{self, Answer};
 use crate::openai::ChatRequest;
 use batch::Batch;
 use convo::{Convo, Next};
+pub use error::{AgentError, ErrorCode};
 use format::{Format, Target};
 pub use protocol::{Call, CallId, Command, Event, Failure, Reply};
 pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
@@ -100,28 +102,6 @@ pub struct Agent {
     /// Live streaming, for a streaming client on a host that declared it.
     live: Option<live::Live>,
     state: State,
-}
-
-/// How a request ends badly: the status it means and an OpenAI error code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentError {
-    pub status: u16,
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl AgentError {
-    fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        AgentError { status, code, message: message.into() }
-    }
-
-    fn kind(&self) -> &'static str {
-        if self.status == 400 {
-            "invalid_request_error"
-        } else {
-            "api_error"
-        }
-    }
 }
 
 type Step = (State, Vec<Command>);
@@ -208,9 +188,12 @@ impl Agent {
             self.report.ended_ms = now_ms;
         }
         self.report.status = status;
-        self.report.code = Some("host_reply");
-        self.report.outcome =
-            if (200..300).contains(&status) { Outcome::Answered } else { Outcome::of_error(status, "host_reply") };
+        self.report.code = Some(ErrorCode::HostReply.as_str());
+        self.report.outcome = if (200..300).contains(&status) {
+            Outcome::Answered
+        } else {
+            Outcome::of_error(status, ErrorCode::HostReply)
+        };
     }
 
     pub fn is_done(&self) -> bool {
@@ -280,7 +263,7 @@ impl Agent {
                     Some(Ok(completion)) if (200..300).contains(&status) => self.on_llm(c, status, &completion, now_ms),
                     Some(Err(why)) if (200..300).contains(&status) => {
                         self.llm = None;
-                        self.fail(AgentError::new(502, "llm_bad_reply", why))
+                        self.fail(AgentError::new(502, ErrorCode::LlmBadReply, why))
                     }
                     _ => self.on_llm(c, status, body, now_ms),
                 }
@@ -336,7 +319,7 @@ impl Agent {
     fn start(&mut self, body: &[u8], now_ms: u64) -> Step {
         let mut req = match ChatRequest::parse(body) {
             Ok(r) => r,
-            Err(e) => return self.fail(AgentError::new(400, "invalid_request", e)),
+            Err(e) => return self.fail(AgentError::new(400, ErrorCode::InvalidRequest, e)),
         };
         self.stream = req.stream;
         self.include_usage = req.include_usage;
@@ -410,7 +393,7 @@ impl Agent {
         if body.len() > self.cfg.max_response_bytes {
             return self.fail(AgentError::new(
                 413,
-                "request_too_large",
+                ErrorCode::RequestTooLarge,
                 format!(
                     "the rewritten request is {} bytes, more than maxResponseBytes ({})",
                     body.len(),
@@ -427,9 +410,9 @@ impl Agent {
         self.report.llm_turns += 1;
         if self.turns == 1 && !(200..300).contains(&status) {
             // The provider's own answer to the client's request: its status and error, as sent.
-            self.report.outcome = Outcome::of_error(status, "upstream_error");
+            self.report.outcome = Outcome::of_error(status, ErrorCode::UpstreamError);
             self.report.status = status;
-            self.report.code = Some("upstream_error");
+            self.report.code = Some(ErrorCode::UpstreamError.as_str());
             self.report.ended_ms = now_ms;
             log::warn!("#{} the LLM answered the first turn HTTP {status}: {}", self.meta.id, excerpt(body));
             return (State::Done, vec![Command::Reply(upstream_error(status, body))]);
@@ -531,7 +514,8 @@ impl Agent {
             return (state, Vec::new());
         }
         self.llm = None;
-        let (status, code) = if failure == Failure::Timeout { (504, "llm_timeout") } else { (502, "llm_unavailable") };
+        let (status, code) =
+            if failure == Failure::Timeout { (504, ErrorCode::LlmTimeout) } else { (502, ErrorCode::LlmUnavailable) };
         self.fail(AgentError::new(status, code, format!("the LLM call {failure}")))
     }
 
@@ -880,7 +864,7 @@ impl Agent {
         if sent + body.len() > self.cfg.max_response_bytes {
             return self.fail(AgentError::new(
                 502,
-                "response_too_large",
+                ErrorCode::ResponseTooLarge,
                 format!(
                     "the answer is {} bytes as sent, more than maxResponseBytes ({}); raise maxResponseBytes \
                      together with the listener's per_connection_buffer_limit_bytes",
@@ -901,9 +885,9 @@ impl Agent {
         self.llm = None;
         self.report.outcome = Outcome::of_error(e.status, e.code);
         self.report.status = e.status;
-        self.report.code = Some(e.code);
+        self.report.code = Some(e.code.as_str());
         self.report.ended_ms = self.now;
-        let err = answer::error(&truncate(&e.message, MAX_ERROR_MESSAGE_BYTES), e.kind(), e.code);
+        let err = answer::error(&truncate(&e.message, MAX_ERROR_MESSAGE_BYTES), e.kind(), e.code.as_str());
         // Before the upstream answered, the status is still ours to set: a plain JSON error, as
         // OpenAI sends for a rejected request, even when a stream was asked for.
         let (content_type, body) = match (self.responding, self.stream) {
@@ -916,14 +900,14 @@ impl Agent {
 
     /// An error event, kept within maxResponseBytes after what a live stream already sent (a
     /// long message gives way to a short one).
-    fn end_of_stream_error(&self, err: Value, code: &str) -> Vec<u8> {
+    fn end_of_stream_error(&self, err: Value, code: ErrorCode) -> Vec<u8> {
         let body = answer::error_sse(&err);
         let sent = self.live.as_ref().map_or(0, |l| l.sent_bytes);
         if sent + body.len() <= self.cfg.max_response_bytes {
             return body;
         }
-        let short = format!("the request failed ({code}); the details are in the gateway's log");
-        answer::error_sse(&answer::error(&short, "api_error", code))
+        let short = format!("the request failed ({}); the details are in the gateway's log", code.as_str());
+        answer::error_sse(&answer::error(&short, "api_error", code.as_str()))
     }
 
     fn mint(&mut self) -> CallId {
@@ -939,7 +923,7 @@ impl Agent {
         (now_ms >= self.deadline()).then(|| {
             AgentError::new(
                 504,
-                "request_timeout",
+                ErrorCode::RequestTimeout,
                 format!("the request took longer than llm.maxRequestTime ({} ms)", self.cfg.llm.max_request_time_ms),
             )
         })
@@ -955,7 +939,7 @@ impl Agent {
 fn llm_status_error(status: u16, body: &[u8]) -> Option<AgentError> {
     (!(200..300).contains(&status)).then(|| {
         let text = String::from_utf8_lossy(body);
-        AgentError::new(502, "llm_error", format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)))
+        AgentError::new(502, ErrorCode::LlmError, format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)))
     })
 }
 
@@ -990,7 +974,7 @@ fn upstream_error(status: u16, body: &[u8]) -> Reply {
         format!("the LLM upstream answered HTTP {status}: {}", truncate(text, 500))
     };
     let kind = if (400..500).contains(&status) { "invalid_request_error" } else { "api_error" };
-    let body = answer::error(&message, kind, "upstream_error").to_string().into_bytes();
+    let body = answer::error(&message, kind, ErrorCode::UpstreamError.as_str()).to_string().into_bytes();
     Reply { status, content_type: answer::JSON, body }
 }
 

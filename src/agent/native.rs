@@ -3,7 +3,7 @@
 //! The client's own tools are returned to the client when the model calls them.
 
 use super::convo::{tool_work, Convo, Next, Work};
-use super::AgentError;
+use super::{AgentError, ErrorCode};
 use crate::config::Config;
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::native_messages;
@@ -16,17 +16,16 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
     c.base.entry("tool_choice").or_insert_with(|| json!("auto"));
     if let Some(client) = req.raw.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(list) = client else {
-            return Err(AgentError::new(400, "invalid_tools", "'tools' must be an array"));
+            return Err(AgentError::new(400, ErrorCode::InvalidTools, "'tools' must be an array"));
         };
         for (i, t) in list.iter().enumerate() {
-            let name = t
-                .pointer("/function/name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| AgentError::new(400, "invalid_tools", format!("tools[{i}] has no function.name")))?;
+            let name = t.pointer("/function/name").and_then(Value::as_str).ok_or_else(|| {
+                AgentError::new(400, ErrorCode::InvalidTools, format!("tools[{i}] has no function.name"))
+            })?;
             if cfg.tools.get(name).is_some() {
                 return Err(AgentError::new(
                     400,
-                    "tool_name_clash",
+                    ErrorCode::ToolNameClash,
                     format!("tools[{i}]: '{name}' is also a tool of the gateway; rename the client's tool"),
                 ));
             }

@@ -2,7 +2,7 @@
 //! observations come back as user messages.
 
 use super::convo::{tool_work, Convo, Next, Work};
-use super::AgentError;
+use super::{AgentError, ErrorCode};
 use crate::config::{json_string_contents, Config};
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::react_messages;
@@ -21,7 +21,7 @@ pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
     if req.raw.get("tools").is_some_and(|t| !t.is_null()) {
         return Err(AgentError::new(
             400,
-            "unsupported_tools",
+            ErrorCode::UnsupportedTools,
             "client-supplied 'tools' are not supported in ReAct mode; the gateway's tools come from its configuration",
         ));
     }

@@ -2,6 +2,7 @@
 //! status class and duration, malformed outputs, JSON-mode retries, tokens and time. The host turns it
 //! into metrics and one log line; it holds no body, prompt or secret.
 
+use super::ErrorCode;
 use crate::config::Mode;
 use crate::openai::Usage;
 
@@ -44,12 +45,12 @@ impl Outcome {
     ];
 
     /// The outcome an error code means.
-    pub fn of_error(status: u16, code: &str) -> Outcome {
+    pub fn of_error(status: u16, code: ErrorCode) -> Outcome {
         match code {
-            "llm_timeout" | "request_timeout" => Outcome::Timeout,
-            "json_schema_mismatch" => Outcome::SchemaMismatch,
-            "response_too_large" | "request_too_large" => Outcome::TooLarge,
-            _ if (400..500).contains(&status) && code != "upstream_error" => Outcome::ClientError,
+            ErrorCode::LlmTimeout | ErrorCode::RequestTimeout => Outcome::Timeout,
+            ErrorCode::JsonSchemaMismatch => Outcome::SchemaMismatch,
+            ErrorCode::ResponseTooLarge | ErrorCode::RequestTooLarge => Outcome::TooLarge,
+            _ if (400..500).contains(&status) && code != ErrorCode::UpstreamError => Outcome::ClientError,
             _ => Outcome::LlmError,
         }
     }
@@ -191,13 +192,13 @@ mod tests {
 
     #[test]
     fn error_codes_map_to_outcomes() {
-        assert_eq!(Outcome::of_error(400, "invalid_request"), Outcome::ClientError);
-        assert_eq!(Outcome::of_error(401, "upstream_error"), Outcome::LlmError);
-        assert_eq!(Outcome::of_error(502, "llm_error"), Outcome::LlmError);
-        assert_eq!(Outcome::of_error(504, "llm_timeout"), Outcome::Timeout);
-        assert_eq!(Outcome::of_error(504, "request_timeout"), Outcome::Timeout);
-        assert_eq!(Outcome::of_error(502, "json_schema_mismatch"), Outcome::SchemaMismatch);
-        assert_eq!(Outcome::of_error(413, "request_too_large"), Outcome::TooLarge);
+        assert_eq!(Outcome::of_error(400, ErrorCode::InvalidRequest), Outcome::ClientError);
+        assert_eq!(Outcome::of_error(401, ErrorCode::UpstreamError), Outcome::LlmError);
+        assert_eq!(Outcome::of_error(502, ErrorCode::LlmError), Outcome::LlmError);
+        assert_eq!(Outcome::of_error(504, ErrorCode::LlmTimeout), Outcome::Timeout);
+        assert_eq!(Outcome::of_error(504, ErrorCode::RequestTimeout), Outcome::Timeout);
+        assert_eq!(Outcome::of_error(502, ErrorCode::JsonSchemaMismatch), Outcome::SchemaMismatch);
+        assert_eq!(Outcome::of_error(413, ErrorCode::RequestTooLarge), Outcome::TooLarge);
         assert_eq!(ToolClass::of_status(204), ToolClass::Ok2xx);
         assert_eq!(ToolClass::of_status(302), ToolClass::Other);
     }
