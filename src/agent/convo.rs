@@ -4,6 +4,7 @@
 use super::{native, react, AgentError, Call, CallId, ErrorCode};
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
+use crate::openai::answer::FinishReason;
 use crate::openai::{ChatRequest, LlmReply, Usage};
 use crate::tools::{self, Tool};
 use serde_json::{Map, Value};
@@ -41,7 +42,7 @@ pub struct Convo {
 pub enum Next {
     Answer {
         content: String,
-        finish_reason: &'static str,
+        finish_reason: FinishReason,
     },
     /// Tool work for this turn, answered in this order.
     Tools(Vec<Work>),
@@ -245,7 +246,7 @@ impl Convo {
             (false, false) => format!("I could not finish: the limit of {max} tool calls was reached before a final answer. The last result was: {last}"),
             (false, true) => format!("I could not finish: the limit of {max} tool calls was reached before a final answer."),
         };
-        Next::Answer { content, finish_reason: "length" }
+        Next::Answer { content, finish_reason: FinishReason::Length }
     }
 
     /// A model that repeats the same invalid action (`key`) will not stop doing so: the second time,
@@ -265,7 +266,7 @@ impl Convo {
         } else {
             format!("I could not finish: the model gave the same invalid action twice ({why}).")
         };
-        Some(Next::Answer { content, finish_reason: "length" })
+        Some(Next::Answer { content, finish_reason: FinishReason::Length })
     }
 }
 

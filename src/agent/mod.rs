@@ -21,7 +21,7 @@ mod steps;
 use crate::config::Config;
 use crate::config::LoopPhase;
 use crate::doc::truncate;
-use crate::openai::answer::{self, Answer};
+use crate::openai::answer::{self, Answer, FinishReason};
 use crate::openai::ChatRequest;
 use batch::Batch;
 use convo::{Convo, Next};
@@ -66,7 +66,7 @@ enum State {
     /// the results) and the indices of those messages, in call order.
     AwaitApproved(Box<ChatRequest>, Vec<usize>, Box<Batch>),
     /// JSON mode: the answer is being turned into JSON; the finish reason is kept for the end.
-    AwaitFormat(CallId, Convo, Box<Format>, &'static str),
+    AwaitFormat(CallId, Convo, Box<Format>, FinishReason),
     Done,
 }
 
@@ -436,7 +436,7 @@ impl Agent {
             },
             Ok(Next::ClientTools(message)) => {
                 let content = message.get("content").and_then(Value::as_str).unwrap_or("").to_string();
-                self.finish(&c, &content, "tool_calls", message.get("tool_calls"))
+                self.finish(&c, &content, FinishReason::ToolCalls, message.get("tool_calls"))
             }
             Ok(Next::Tools(work)) if work.iter().any(|w| matches!(w, convo::Work::Confirm { .. })) => {
                 self.ask_approval(&c, &work)
@@ -676,7 +676,7 @@ impl Agent {
             })
             .collect();
         log::info!("#{} {} call(s) returned to the client for approval", self.meta.id, calls.len());
-        self.finish(c, "", "tool_calls", Some(&Value::Array(calls)))
+        self.finish(c, "", FinishReason::ToolCalls, Some(&Value::Array(calls)))
     }
 
     /// Counts a turn's malformed output and the calls refused before sending.
@@ -735,7 +735,7 @@ impl Agent {
         &mut self,
         mut c: Convo,
         mut f: Box<Format>,
-        reason: &'static str,
+        reason: FinishReason,
         status: u16,
         body: &[u8],
         now_ms: u64,
@@ -841,7 +841,7 @@ impl Agent {
         (id, call)
     }
 
-    fn finish(&mut self, c: &Convo, content: &str, finish_reason: &str, tool_calls: Option<&Value>) -> Step {
+    fn finish(&mut self, c: &Convo, content: &str, finish_reason: FinishReason, tool_calls: Option<&Value>) -> Step {
         let id = format!("chatcmpl-{}", self.meta.id);
         let a = Answer {
             id: &id,
@@ -873,7 +873,8 @@ impl Agent {
                 ),
             ));
         }
-        self.report.outcome = if finish_reason == "length" { Outcome::IterationLimit } else { Outcome::Answered };
+        self.report.outcome =
+            if finish_reason == FinishReason::Length { Outcome::IterationLimit } else { Outcome::Answered };
         self.report.status = 200;
         self.report.ended_ms = self.now;
         (State::Done, vec![Command::Reply(Reply { status: 200, content_type, body })])

@@ -5,6 +5,7 @@
 use super::convo::{tool_work, Convo, Next, Work};
 use super::{AgentError, ErrorCode};
 use crate::config::Config;
+use crate::openai::answer::FinishReason;
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::native_messages;
 use serde_json::{json, Value};
@@ -40,7 +41,7 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
 pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     let mut message = reply.message;
     if reply.tool_calls.is_empty() && !reply.content.trim().is_empty() {
-        return Next::Answer { content: reply.content, finish_reason: "stop" };
+        return Next::Answer { content: reply.content, finish_reason: FinishReason::Stop };
     }
     if c.final_ask {
         return c.limit_answer(cfg);

@@ -4,6 +4,7 @@
 use super::convo::{tool_work, Convo, Next, Work};
 use super::{AgentError, ErrorCode};
 use crate::config::{json_string_contents, Config};
+use crate::openai::answer::FinishReason;
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::react_messages;
 use crate::prompt::react::{parse, Step};
@@ -46,7 +47,9 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
         (Next::Tools(vec![work]), Some(format!("malformed:{kept}")), format!("the reply is not in the format: {why}"))
     };
     let (next, invalid, why) = match parse(&text) {
-        Step::Final { answer } if !answer.is_empty() => return Next::Answer { content: answer, finish_reason: "stop" },
+        Step::Final { answer } if !answer.is_empty() => {
+            return Next::Answer { content: answer, finish_reason: FinishReason::Stop }
+        }
         _ if c.final_ask => return c.limit_answer(cfg),
         Step::Final { .. } => malformed("the final answer is empty"),
         Step::Malformed { why } => malformed(&why),
