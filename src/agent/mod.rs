@@ -33,6 +33,7 @@ use retry::{Backoff, Retry};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use steps::ToolStatus;
 
 /// Per-request inputs that would otherwise come from a clock or a random source.
 #[derive(Debug, Clone)]
@@ -591,7 +592,7 @@ impl Agent {
             mcp::Reply::Next => return,
             mcp::Reply::Failed(observation) => {
                 self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, now_ms);
-                self.tool_step(b, id, status.into(), &observation, now_ms);
+                self.tool_step(b, id, ToolStatus::Http(status), &observation, now_ms);
                 return b.reply(id, |_| observation);
             }
             mcp::Reply::Observe => status,
@@ -600,7 +601,7 @@ impl Agent {
         let wait = retry::status_wait(status, headers);
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         let observation = convo::tool_observation(&self.cfg, &name, status, headers, body);
-        self.tool_step(b, id, status.into(), &observation, now_ms);
+        self.tool_step(b, id, ToolStatus::Http(status), &observation, now_ms);
         if !self.retry_tool(b, id, wait, now_ms) {
             b.reply(id, |_| observation);
         }
@@ -615,7 +616,7 @@ impl Agent {
         let wait = retry::failure_wait(&failure);
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         let observation = format!("The call to '{name}' {failure}.");
-        self.tool_step(b, id, class.as_str().into(), &observation, now_ms);
+        self.tool_step(b, id, ToolStatus::Ended(class), &observation, now_ms);
         if !self.retry_tool(b, id, wait, now_ms) {
             b.reply(id, |_| observation);
         }
@@ -652,7 +653,7 @@ impl Agent {
     }
 
     /// The step of a tool call just answered (after `tool_answered`, which timed it).
-    fn tool_step(&mut self, b: &Batch, id: CallId, status: Value, observation: &str, _now_ms: u64) {
+    fn tool_step(&mut self, b: &Batch, id: CallId, status: ToolStatus, observation: &str, _now_ms: u64) {
         if !self.steps.is_on() {
             return;
         }
@@ -685,7 +686,7 @@ impl Agent {
             match w {
                 convo::Work::Known(_) => self.report.malformed += 1,
                 convo::Work::Refused { name, observation, .. } => {
-                    self.steps.tool(name, "", "refused".into(), observation, 0);
+                    self.steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
                     let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
                     self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
                 }

@@ -149,7 +149,7 @@ fn parse_tool_call(c: &Value) -> Result<ToolCall, String> {
     Ok(ToolCall { id, name: name.to_string(), arguments })
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
