@@ -2,8 +2,8 @@
 //! observations returned in the order of the calls. A call whose API allows retries is kept until it
 //! is answered, so that it can be sent again after a backoff.
 
-use super::convo::{ToolCall, Work};
-use super::CallId;
+use super::protocol::CallId;
+use super::work::{ToolCall, Work};
 use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Debug)]

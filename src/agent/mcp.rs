@@ -7,7 +7,7 @@
 //! `<request id>-<call id>`: unique within the VM, so within any session requests share.
 
 use super::batch::Batch;
-use super::convo::ToolCall;
+use super::work::ToolCall;
 use super::{Agent, CallId};
 use crate::tools::{mcp, Binding, Tool};
 

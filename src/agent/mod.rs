@@ -9,6 +9,7 @@ mod error;
 mod format;
 pub mod host;
 mod live;
+mod llm;
 mod mcp;
 mod native;
 mod protocol;
@@ -17,6 +18,7 @@ mod report;
 mod retry;
 pub mod sessions;
 mod steps;
+mod work;
 
 use crate::config::Config;
 use crate::config::LoopPhase;
@@ -27,33 +29,13 @@ use batch::Batch;
 use convo::{Convo, Next};
 pub use error::{AgentError, ErrorCode};
 use format::{Format, Target};
-pub use protocol::{Call, CallId, Command, Event, Failure, Reply};
+pub use protocol::{Call, CallId, Command, Event, Failure, Reply, RequestMeta};
 pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 use retry::{Backoff, Retry};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use steps::ToolStatus;
-
-/// Per-request inputs that would otherwise come from a clock or a random source.
-#[derive(Debug, Clone)]
-pub struct RequestMeta {
-    /// Unique per request; becomes the completion id.
-    pub id: String,
-    /// Milliseconds on the host's clock when the request arrived, for its deadline.
-    pub now_ms: u64,
-    /// Unix seconds, for `created`.
-    pub unix_s: u64,
-    /// Seeds the jitter of retry backoffs.
-    pub seed: u64,
-    /// The client asked for the agent's steps (`x-api-agent-steps: true`).
-    pub steps: bool,
-    /// The request headers that `context.headers` names: (label, value).
-    pub context_headers: Vec<(String, String)>,
-    /// The host can stream callouts and answer the client while calls are pending (the dynamic
-    /// module): a streaming client gets its answer live (`agent::live`).
-    pub live: bool,
-}
 
 /// What the agent waits for next.
 #[derive(Debug)]
@@ -99,7 +81,7 @@ pub struct Agent {
     /// MCP sessions: `apis[]` index → session id (`None`: the server has none).
     mcp_sessions: BTreeMap<usize, Option<String>>,
     /// MCP calls in flight, as they were before the step sent under each id.
-    mcp_calls: BTreeMap<CallId, convo::ToolCall>,
+    mcp_calls: BTreeMap<CallId, work::ToolCall>,
     /// Live streaming, for a streaming client on a host that declared it.
     live: Option<live::Live>,
     state: State,
@@ -342,11 +324,11 @@ impl Agent {
         }
         // Approved calls run first, by callout; the turns then run as in `loop: request`.
         let messages: Vec<usize> = approved.iter().map(|a| a.message).collect();
-        let work: Vec<convo::Work> = approved
+        let work: Vec<work::Work> = approved
             .iter()
             .map(|a| {
                 let args = serde_json::from_str::<Value>(&a.arguments).unwrap_or(Value::Null);
-                convo::approved_work(&self.cfg, &a.name, args)
+                work::approved_work(&self.cfg, &a.name, args)
             })
             .collect();
         self.count_work(&work);
@@ -375,7 +357,7 @@ impl Agent {
 
     /// The conversation and its first LLM turn: forwarded through the route, or by callout.
     fn begin(&mut self, req: ChatRequest, first_by_callout: bool, now_ms: u64) -> Step {
-        let (mut c, body) = match Convo::start(&self.cfg, req, &self.meta) {
+        let (mut c, body) = match llm::start(&self.cfg, req, &self.meta) {
             Ok(started) => started,
             Err(e) => return self.fail(e),
         };
@@ -422,7 +404,7 @@ impl Agent {
             return self.fail(e);
         }
         let before = c.usage;
-        let next = c.on_reply(&self.cfg, body);
+        let next = llm::read(&mut c, &self.cfg, body);
         self.report.tokens = c.usage;
         self.steps.llm(self.last_llm_ms.take(), steps::delta(c.usage, before));
         match next {
@@ -439,7 +421,7 @@ impl Agent {
                 let content = message.get("content").and_then(Value::as_str).unwrap_or("").to_string();
                 self.finish(&c, &content, FinishReason::ToolCalls, message.get("tool_calls"))
             }
-            Ok(Next::Tools(work)) if work.iter().any(|w| matches!(w, convo::Work::Confirm { .. })) => {
+            Ok(Next::Tools(work)) if work.iter().any(|w| matches!(w, work::Work::Confirm { .. })) => {
                 self.ask_approval(&c, &work)
             }
             Ok(Next::Tools(work)) => {
@@ -496,7 +478,7 @@ impl Agent {
         if let Some(e) = self.deadline_error(now_ms) {
             return self.fail(e);
         }
-        let body = c.observe(&self.cfg, observations);
+        let body = llm::observe(&mut c, &self.cfg, observations);
         let (id, call) = self.turn_call(body, now_ms);
         (State::AwaitLlm(id, c), vec![Command::Dispatch(call)])
     }
@@ -600,7 +582,7 @@ impl Agent {
         self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, now_ms);
         let wait = retry::status_wait(status, headers);
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
-        let observation = convo::tool_observation(&self.cfg, &name, status, headers, body);
+        let observation = work::tool_observation(&self.cfg, &name, status, headers, body);
         self.tool_step(b, id, ToolStatus::Http(status), &observation, now_ms);
         if !self.retry_tool(b, id, wait, now_ms) {
             b.reply(id, |_| observation);
@@ -664,12 +646,12 @@ impl Agent {
 
     /// The turn's calls of `policy.confirm` tools go back to the client as tool calls (native shape in
     /// both modes); the turn's other calls are not run (the model asks again once the client answers).
-    fn ask_approval(&mut self, c: &Convo, work: &[convo::Work]) -> Step {
+    fn ask_approval(&mut self, c: &Convo, work: &[work::Work]) -> Step {
         let calls: Vec<Value> = work
             .iter()
             .enumerate()
             .filter_map(|(i, w)| match w {
-                convo::Work::Confirm { name, args } => {
+                work::Work::Confirm { name, args } => {
                     let id = c.call_ids.get(i).cloned().unwrap_or_else(|| format!("call_{}_{}_{i}", self.meta.id, c.iterations));
                     Some(serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
                 }
@@ -681,16 +663,16 @@ impl Agent {
     }
 
     /// Counts a turn's malformed output and the calls refused before sending.
-    fn count_work(&mut self, work: &[convo::Work]) {
+    fn count_work(&mut self, work: &[work::Work]) {
         for w in work {
             match w {
-                convo::Work::Known(_) => self.report.malformed += 1,
-                convo::Work::Refused { name, observation, .. } => {
+                work::Work::Known(_) => self.report.malformed += 1,
+                work::Work::Refused { name, observation, .. } => {
                     self.steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
                     let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
                     self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
                 }
-                convo::Work::Call { .. } | convo::Work::Confirm { .. } => {}
+                work::Work::Call { .. } | work::Work::Confirm { .. } => {}
             }
         }
     }

@@ -2,8 +2,9 @@
 //! `tool_calls`, every call of a turn runs (concurrently), and each result goes back as a `tool` message.
 //! The client's own tools are returned to the client when the model calls them.
 
-use super::convo::{tool_work, Convo, Next, Work};
-use super::{AgentError, ErrorCode};
+use super::convo::{Convo, Next};
+use super::error::{AgentError, ErrorCode};
+use super::work::{tool_work, Work};
 use crate::config::Config;
 use crate::openai::answer::FinishReason;
 use crate::openai::{ChatRequest, LlmReply};

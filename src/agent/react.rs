@@ -1,8 +1,9 @@
 //! ReAct mode: the tools are described in the system prompt, the model writes `Action:` text, and
 //! observations come back as user messages.
 
-use super::convo::{tool_work, Convo, Next, Work};
-use super::{AgentError, ErrorCode};
+use super::convo::{Convo, Next};
+use super::error::{AgentError, ErrorCode};
+use super::work::{tool_work, Work};
 use crate::config::{json_string_contents, Config};
 use crate::openai::answer::FinishReason;
 use crate::openai::{ChatRequest, LlmReply};
