@@ -78,10 +78,8 @@ pub struct Agent {
     steps: steps::Steps,
     /// Milliseconds of the LLM callout just answered (none for the route's first turn).
     last_llm_ms: Option<u64>,
-    /// MCP sessions: `apis[]` index → session id (`None`: the server has none).
-    mcp_sessions: BTreeMap<usize, Option<String>>,
-    /// MCP calls in flight, as they were before the step sent under each id.
-    mcp_calls: BTreeMap<CallId, work::ToolCall>,
+    /// MCP sessions, seeded by the host and left for it.
+    mcp_sessions: mcp::Sessions,
     /// Live streaming, for a streaming client on a host that declared it.
     live: Option<live::Live>,
     state: State,
@@ -119,7 +117,6 @@ impl Agent {
             steps,
             last_llm_ms: None,
             mcp_sessions: BTreeMap::new(),
-            mcp_calls: BTreeMap::new(),
             live: None,
             state: State::AwaitRequest,
         }
@@ -455,15 +452,16 @@ impl Agent {
     /// The calls of a batch that may start now.
     fn dispatch_batch(&mut self, b: &mut Batch, now_ms: u64) -> Vec<Command> {
         let mut commands = Vec::new();
-        while let Some((id, name, call)) = b.take(|| self.mint()) {
-            let (call, started) = self.mcp_step(id, call);
+        while let Some((id, call)) = b.take(|| self.mint()) {
+            let (call, started) = self.mcp_step(b, id, call);
             let timeout = self.bounded(call.timeout_ms, now_ms);
             let call = call.into_call(id, timeout);
             self.expiry.insert(id, now_ms + timeout);
             self.sent.insert(id, started.unwrap_or(now_ms));
             log::debug!(
-                "#{} tool {name}: {} {} {}",
+                "#{} tool {}: {} {} {}",
                 self.meta.id,
+                b.name_of(id).unwrap_or_default(),
                 call.cluster,
                 call.method,
                 truncate(&call.path, 200)
@@ -559,6 +557,47 @@ impl Agent {
         (state, vec![Command::Dispatch(call)])
     }
 
+    /// The request to send now for `call` under `id` (the next step of an MCP call, or the call as it
+    /// is), and when the call was first sent.
+    fn mcp_step(&mut self, b: &mut Batch, id: CallId, mut call: work::ToolCall) -> (work::ToolCall, Option<u64>) {
+        let Some(h) = call.mcp.as_mut() else {
+            return (call, None);
+        };
+        let rpc_id = format!("{}-{}", self.meta.id, id.0);
+        let Some(request) = h.request(&self.cfg.apis, &self.mcp_sessions, &call.request, &rpc_id) else {
+            return (call, None);
+        };
+        let started = h.started();
+        let send = work::ToolCall { cluster: call.cluster.clone(), request, timeout_ms: call.timeout_ms, mcp: None };
+        b.hold(id, call);
+        (send, started)
+    }
+
+    /// Reads the reply to an MCP step: the next step is queued in `b`, or the handshake failed, or the
+    /// reply is the tool's own.
+    fn mcp_reply(
+        &mut self,
+        b: &mut Batch,
+        id: CallId,
+        status: u16,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> mcp::Reply {
+        let Some(mut call) = b.release(id) else {
+            return mcp::Reply::Observe;
+        };
+        let Some(h) = call.mcp.as_mut() else {
+            return mcp::Reply::Observe;
+        };
+        let name = b.name_of(id).unwrap_or_default();
+        let reply = h.on_reply(&mut self.mcp_sessions, (&self.meta.id, name), status, headers, body);
+        if let mcp::Reply::Next = reply {
+            h.went_on(self.sent.remove(&id));
+            b.resume(id, call);
+        }
+        reply
+    }
+
     /// A tool's reply: its observation, or a retry later.
     fn on_tool_reply(
         &mut self,
@@ -591,7 +630,7 @@ impl Agent {
 
     /// A tool call that failed: what the model is told, or a retry later.
     fn on_tool_failure(&mut self, b: &mut Batch, id: CallId, failure: &Failure, now_ms: u64) {
-        self.mcp_calls.remove(&id);
+        b.release(id);
         let failure = self.classify(id, failure, now_ms);
         let class = if failure == Failure::Timeout { ToolClass::TimedOut } else { ToolClass::Failed };
         self.tool_answered(b, id, class, None, failure.to_string().as_bytes(), now_ms);
