@@ -4,6 +4,7 @@
 
 mod approval;
 mod batch;
+mod calls;
 mod convo;
 mod error;
 mod format;
@@ -26,12 +27,13 @@ use crate::doc::truncate;
 use crate::openai::answer::{self, Answer, FinishReason};
 use crate::openai::ChatRequest;
 use batch::Batch;
+use calls::Calls;
 use convo::{Convo, Next};
 pub use error::{AgentError, ErrorCode};
 use format::{Format, Target};
 pub use protocol::{Call, CallId, Command, Event, Failure, Reply, RequestMeta};
 pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
-use retry::{Backoff, Retry};
+use retry::Retry;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -56,7 +58,6 @@ enum State {
 pub struct Agent {
     cfg: Rc<Config>,
     meta: RequestMeta,
-    next_id: u32,
     stream: bool,
     include_usage: bool,
     /// JSON mode's target for this request, until the final answer needs it.
@@ -67,11 +68,7 @@ pub struct Agent {
     turns: u32,
     /// The LLM call in flight, kept to be sent again.
     llm: Option<Retry>,
-    backoff: Backoff,
-    /// When each call in flight times out, to tell a timeout from a reset.
-    expiry: BTreeMap<CallId, u64>,
-    /// When each call in flight was sent, for its duration.
-    sent: BTreeMap<CallId, u64>,
+    calls: Calls,
     /// The host's clock at the event being handled.
     now: u64,
     report: Report,
@@ -87,14 +84,12 @@ pub struct Agent {
 
 type Step = (State, Vec<Command>);
 
-/// A reset this close to a call's timeout (or in its second half) is taken as the timeout.
-const TIMEOUT_SLACK_MS: u64 = 50;
 /// Error messages quote upstream bodies; they stay far below any buffer limit.
 const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
 
 impl Agent {
     pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Self {
-        let backoff = Backoff::new(meta.seed);
+        let calls = Calls::new(meta.seed, meta.now_ms, cfg.llm.max_request_time_ms);
         let report = Report::new(cfg.mode, meta.now_ms);
         let want_steps = meta.steps || cfg.return_steps;
         let steps = steps::Steps::new(want_steps, if want_steps { cfg.secrets() } else { Vec::new() });
@@ -102,16 +97,13 @@ impl Agent {
         Agent {
             cfg,
             meta,
-            next_id: 0,
             stream: false,
             include_usage: false,
             json: None,
             responding: false,
             turns: 0,
             llm: None,
-            backoff,
-            expiry: BTreeMap::new(),
-            sent: BTreeMap::new(),
+            calls,
             now,
             report,
             steps,
@@ -423,7 +415,7 @@ impl Agent {
             }
             Ok(Next::Tools(work)) => {
                 self.count_work(&work);
-                if let Some(e) = self.deadline_error(now_ms) {
+                if let Some(e) = self.calls.deadline_error(now_ms) {
                     return self.fail(e);
                 }
                 let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
@@ -452,12 +444,11 @@ impl Agent {
     /// The calls of a batch that may start now.
     fn dispatch_batch(&mut self, b: &mut Batch, now_ms: u64) -> Vec<Command> {
         let mut commands = Vec::new();
-        while let Some((id, call)) = b.take(|| self.mint()) {
+        while let Some((id, call)) = b.take(|| self.calls.mint()) {
             let (call, started) = self.mcp_step(b, id, call);
-            let timeout = self.bounded(call.timeout_ms, now_ms);
+            let timeout = self.calls.bounded(call.timeout_ms, now_ms);
             let call = call.into_call(id, timeout);
-            self.expiry.insert(id, now_ms + timeout);
-            self.sent.insert(id, started.unwrap_or(now_ms));
+            self.calls.went_out(id, now_ms, timeout, started.unwrap_or(now_ms));
             log::debug!(
                 "#{} tool {}: {} {} {}",
                 self.meta.id,
@@ -473,7 +464,7 @@ impl Agent {
 
     /// Feeds the observations back and asks the LLM again, by callout.
     fn next_turn(&mut self, mut c: Convo, observations: Vec<String>, now_ms: u64) -> Step {
-        if let Some(e) = self.deadline_error(now_ms) {
+        if let Some(e) = self.calls.deadline_error(now_ms) {
             return self.fail(e);
         }
         let body = llm::observe(&mut c, &self.cfg, observations);
@@ -483,8 +474,7 @@ impl Agent {
 
     /// A failed LLM call: sent again after a backoff while retries and time are left, else the end.
     fn on_llm_failed(&mut self, state: State, id: CallId, failure: &Failure, now_ms: u64) -> Step {
-        let failure = self.classify(id, failure, now_ms);
-        self.sent.remove(&id);
+        let (failure, _) = self.calls.failed(id, failure, now_ms);
         log::warn!("#{} LLM call {} {failure}", self.meta.id, id.0);
         // A turn whose text the client already has cannot be asked again.
         let relayed = self.live.as_ref().is_some_and(|l| l.relayed_in(id));
@@ -503,15 +493,13 @@ impl Agent {
     /// Schedules the in-flight LLM call `id` to be sent again, if `wait` says it may be retried and
     /// a retry is left that ends before the deadline.
     fn retry_llm(&mut self, now_ms: u64, id: CallId, wait: Option<retry::Wait>) -> bool {
-        self.expiry.remove(&id);
         let (Some(wait), Some(r)) = (wait, self.llm.as_mut()) else {
             return false;
         };
         if r.attempt >= self.cfg.llm.max_retries {
             return false;
         }
-        let Some(due) = self.backoff.due(now_ms, r.attempt, wait, self.meta.now_ms + self.cfg.llm.max_request_time_ms)
-        else {
+        let Some(due) = self.calls.retry_due(now_ms, r.attempt, wait) else {
             return false;
         };
         r.attempt += 1;
@@ -538,12 +526,11 @@ impl Agent {
         let Some(mut r) = self.llm.take() else {
             return (state, Vec::new());
         };
-        let id = self.mint();
+        let id = self.calls.mint();
         r.due = None;
         r.call.id = id;
-        r.call.timeout_ms = self.bounded(self.cfg.llm.upstream.timeout_ms, now_ms);
-        self.expiry.insert(id, now_ms + r.call.timeout_ms);
-        self.sent.insert(id, now_ms);
+        r.call.timeout_ms = self.calls.bounded(self.cfg.llm.upstream.timeout_ms, now_ms);
+        self.calls.went_out(id, now_ms, r.call.timeout_ms, now_ms);
         let call = r.call.clone();
         self.llm = Some(r);
         if let (true, Some(live)) = (call.stream, self.live.as_mut()) {
@@ -582,6 +569,7 @@ impl Agent {
         status: u16,
         headers: &[(String, String)],
         body: &[u8],
+        sent: Option<u64>,
     ) -> mcp::Reply {
         let Some(mut call) = b.release(id) else {
             return mcp::Reply::Observe;
@@ -592,7 +580,7 @@ impl Agent {
         let name = b.name_of(id).unwrap_or_default();
         let reply = h.on_reply(&mut self.mcp_sessions, (&self.meta.id, name), status, headers, body);
         if let mcp::Reply::Next = reply {
-            h.went_on(self.sent.remove(&id));
+            h.went_on(sent);
             b.resume(id, call);
         }
         reply
@@ -608,17 +596,18 @@ impl Agent {
         body: &[u8],
         now_ms: u64,
     ) {
-        self.expiry.remove(&id);
-        let status = match self.mcp_reply(b, id, status, headers, body) {
+        let sent = self.calls.forget(id);
+        let ms = sent.map_or(0, |sent| now_ms.saturating_sub(sent));
+        let status = match self.mcp_reply(b, id, status, headers, body, sent) {
             mcp::Reply::Next => return,
             mcp::Reply::Failed(observation) => {
-                self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, now_ms);
+                self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, ms);
                 self.tool_step(b, id, ToolStatus::Http(status), &observation, now_ms);
                 return b.reply(id, |_| observation);
             }
             mcp::Reply::Observe => status,
         };
-        self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, now_ms);
+        self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, ms);
         let wait = retry::status_wait(status, headers);
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         let observation = work::tool_observation(&self.cfg, &name, status, headers, body);
@@ -631,9 +620,9 @@ impl Agent {
     /// A tool call that failed: what the model is told, or a retry later.
     fn on_tool_failure(&mut self, b: &mut Batch, id: CallId, failure: &Failure, now_ms: u64) {
         b.release(id);
-        let failure = self.classify(id, failure, now_ms);
+        let (failure, ms) = self.calls.failed(id, failure, now_ms);
         let class = if failure == Failure::Timeout { ToolClass::TimedOut } else { ToolClass::Failed };
-        self.tool_answered(b, id, class, None, failure.to_string().as_bytes(), now_ms);
+        self.tool_answered(b, id, class, None, failure.to_string().as_bytes(), ms.unwrap_or(0));
         let wait = retry::failure_wait(&failure);
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         let observation = format!("The call to '{name}' {failure}.");
@@ -645,7 +634,7 @@ impl Agent {
 
     /// Times an answered LLM callout; a failing one gets a warning with an excerpt of its body.
     fn llm_answered(&mut self, id: CallId, status: u16, body: &[u8], now_ms: u64) {
-        self.last_llm_ms = self.sent.remove(&id).map(|sent| now_ms.saturating_sub(sent));
+        self.last_llm_ms = self.calls.answered(id, now_ms);
         if let Some(ms) = self.last_llm_ms {
             self.report.llm_ms.push(ms);
         }
@@ -655,16 +644,7 @@ impl Agent {
     }
 
     /// Records a tool call's end; a failing one gets a warning with an excerpt of its body.
-    fn tool_answered(
-        &mut self,
-        b: &Batch,
-        id: CallId,
-        class: ToolClass,
-        status: Option<u16>,
-        body: &[u8],
-        now_ms: u64,
-    ) {
-        let ms = self.sent.remove(&id).map_or(0, |sent| now_ms.saturating_sub(sent));
+    fn tool_answered(&mut self, b: &Batch, id: CallId, class: ToolClass, status: Option<u16>, body: &[u8], ms: u64) {
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         if class != ToolClass::Ok2xx {
             let what = status.map_or_else(|| class.as_str().to_string(), |s| format!("HTTP {s}"));
@@ -724,7 +704,7 @@ impl Agent {
         let Some(attempt) = b.attempts_left(id).map(|(done, _)| done) else {
             return false;
         };
-        let Some(due) = self.backoff.due(now_ms, attempt, wait, self.deadline()) else {
+        let Some(due) = self.calls.retry_due(now_ms, attempt, wait) else {
             return false;
         };
         let retried = b.retry_later(id, due);
@@ -732,25 +712,6 @@ impl Agent {
             log::info!("#{} tool call {} {}; retried in {} ms", self.meta.id, id.0, wait.why(), due - now_ms);
         }
         retried
-    }
-
-    /// A reset that came when the call's own timeout was due is the timeout (Envoy reports a
-    /// timeout after response headers as a reset).
-    fn classify(&mut self, id: CallId, failure: &Failure, now_ms: u64) -> Failure {
-        let expiry = self.expiry.remove(&id);
-        let sent = self.sent.get(&id).copied();
-        let near_timeout = |e: u64| {
-            // Envoy starts a callout's timer from its event loop's cached time, which lags the time the
-            // call was made by what ran before it in that loop iteration (seen: a 400 ms timeout
-            // firing at 357 ms by our clock, and earlier on a loaded machine). A reset in the second
-            // half of the timeout is taken as the timeout.
-            let timeout = sent.map_or(0, |s| e.saturating_sub(s));
-            now_ms + TIMEOUT_SLACK_MS.max(timeout / 2) >= e
-        };
-        match failure {
-            Failure::Broken(_) if expiry.is_some_and(near_timeout) => Failure::Timeout,
-            other => other.clone(),
-        }
     }
 
     fn on_format(
@@ -788,7 +749,7 @@ impl Agent {
             Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
             Ok(format::Outcome::Retry(body)) => {
                 self.report.json_retries += 1;
-                if let Some(e) = self.deadline_error(now_ms) {
+                if let Some(e) = self.calls.deadline_error(now_ms) {
                     return self.fail(e);
                 }
                 let (id, call) = self.llm_call(body, now_ms);
@@ -835,7 +796,7 @@ impl Agent {
 
     /// An LLM callout carrying `body`.
     fn llm_call(&mut self, body: Vec<u8>, now_ms: u64) -> (CallId, Call) {
-        let id = self.mint();
+        let id = self.calls.mint();
         let cfg = Rc::clone(&self.cfg);
         let llm = &cfg.llm;
         let mut headers = vec![
@@ -854,11 +815,10 @@ impl Agent {
             authority: llm.upstream.authority_or_service(),
             headers,
             body: Some(body),
-            timeout_ms: self.bounded(llm.upstream.timeout_ms, now_ms),
+            timeout_ms: self.calls.bounded(llm.upstream.timeout_ms, now_ms),
             stream: false,
         };
-        self.expiry.insert(id, now_ms + call.timeout_ms);
-        self.sent.insert(id, now_ms);
+        self.calls.went_out(id, now_ms, call.timeout_ms, now_ms);
         self.llm = Some(Retry { call: call.clone(), attempt: 0, due: None });
         (id, call)
     }
@@ -931,30 +891,6 @@ impl Agent {
         }
         let short = format!("the request failed ({}); the details are in the gateway's log", code.as_str());
         answer::error_sse(&answer::error(&short, "api_error", code.as_str()))
-    }
-
-    fn mint(&mut self) -> CallId {
-        self.next_id += 1;
-        CallId(self.next_id)
-    }
-
-    fn deadline(&self) -> u64 {
-        self.meta.now_ms.saturating_add(self.cfg.llm.max_request_time_ms)
-    }
-
-    fn deadline_error(&self, now_ms: u64) -> Option<AgentError> {
-        (now_ms >= self.deadline()).then(|| {
-            AgentError::new(
-                504,
-                ErrorCode::RequestTimeout,
-                format!("the request took longer than llm.maxRequestTime ({} ms)", self.cfg.llm.max_request_time_ms),
-            )
-        })
-    }
-
-    /// A call's timeout, cut so that it ends by the request's deadline.
-    fn bounded(&self, timeout_ms: u64, now_ms: u64) -> u64 {
-        timeout_ms.min(self.deadline().saturating_sub(now_ms)).max(1)
     }
 }
 
