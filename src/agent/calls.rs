@@ -4,6 +4,7 @@
 use super::error::{AgentError, ErrorCode};
 use super::protocol::{CallId, Failure};
 use super::retry::{Backoff, Wait};
+use crate::doc::truncate;
 use std::collections::BTreeMap;
 
 /// A reset this close to a call's timeout (or in its second half) is taken as the timeout.
@@ -95,4 +96,10 @@ impl Calls {
             )
         })
     }
+}
+
+/// A short excerpt of a reply's body for a warning (the logger redacts secrets).
+pub fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    truncate(text.trim(), 200).replace(['\n', '\r'], " ")
 }

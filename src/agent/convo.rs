@@ -3,6 +3,7 @@
 //! `llm.rs` which of them reads a turn.
 
 use super::error::{AgentError, ErrorCode};
+use super::format::Target;
 use super::protocol::RequestMeta;
 use super::work::Work;
 use crate::config::{Config, Mode};
@@ -14,6 +15,10 @@ use serde_json::{Map, Value};
 #[derive(Debug)]
 pub struct Convo {
     pub mode: Mode,
+    /// LLM replies read (the first can pass the provider's error through).
+    pub replies: u32,
+    /// JSON mode's target, until the final answer needs it.
+    pub json: Option<Target>,
     /// The client's question, for JSON mode's formatting request.
     pub question: String,
     /// Every LLM request's fields but `messages`.
@@ -71,6 +76,8 @@ impl Convo {
         }
         Convo {
             mode: cfg.mode,
+            replies: 0,
+            json: None,
             question: req.question().to_string(),
             base,
             messages: Vec::new(),

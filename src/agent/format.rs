@@ -94,9 +94,15 @@ impl Format {
         self.target.response_format.is_some()
     }
 
+    /// A server that does not support the response_format sent (llama.cpp answers 500 to
+    /// json_schema) gets the call again with a simpler one, then without it: the new type's name.
+    pub fn refused(&mut self, status: u16) -> Option<&'static str> {
+        ((400..600).contains(&status) && status != 429).then(|| self.weaker_response_format()).flatten()
+    }
+
     /// Steps the `response_format` down after a server refused it: `json_schema` → `json_object` →
     /// none. Returns the new type's name, or `None` when there is nothing left to drop.
-    pub fn weaker_response_format(&mut self) -> Option<&'static str> {
+    fn weaker_response_format(&mut self) -> Option<&'static str> {
         let kind = self.target.response_format.as_ref()?.get("type").and_then(Value::as_str).unwrap_or("");
         if kind == "json_schema" {
             self.target.response_format = Some(json!({"type": "json_object"}));

@@ -1,12 +1,16 @@
-//! An LLM turn in either mode: the conversation's first request, what a reply means (`react.rs`,
-//! `native.rs`), and the next request once the turn's tools are answered.
+//! An LLM turn in either mode: the conversation's first request, the callout that carries a turn
+//! and its retries, what a reply means (`react.rs`, `native.rs`), and the next request once the
+//! turn's tools are answered.
 
+use super::calls::Calls;
 use super::convo::{Convo, Next};
-use super::error::AgentError;
-use super::protocol::RequestMeta;
+use super::error::{AgentError, ErrorCode};
+use super::protocol::{Call, RequestMeta};
+use super::retry::{Retry, Wait};
 use super::{native, react};
 use crate::config::{Config, Mode};
-use crate::openai::ChatRequest;
+use crate::doc::truncate;
+use crate::openai::{answer, ChatRequest};
 
 /// The conversation and the first LLM request's body (sent upstream by the route).
 pub fn start(cfg: &Config, req: ChatRequest, meta: &RequestMeta) -> Result<(Convo, Vec<u8>), AgentError> {
@@ -37,4 +41,68 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>) -> Vec<u8
         Mode::Native => native::observe(c, cfg, observations, limit),
     }
     c.body(cfg, cfg.llm.model.as_deref())
+}
+
+/// An LLM callout carrying `body`, kept as it was sent so that it can go again.
+pub fn call(cfg: &Config, calls: &mut Calls, body: Vec<u8>, now_ms: u64) -> Retry {
+    let llm = &cfg.llm;
+    let mut headers = vec![
+        ("content-type".to_string(), answer::JSON.to_string()),
+        // A compressed reply could not be read.
+        ("accept-encoding".to_string(), "identity".to_string()),
+    ];
+    if let Some(key) = &llm.api_key {
+        headers.push(("authorization".into(), format!("Bearer {key}")));
+    }
+    let call = Call {
+        id: calls.mint(),
+        cluster: llm.upstream.cluster.clone(),
+        method: "POST",
+        path: llm.path.clone(),
+        authority: llm.upstream.authority_or_service(),
+        headers,
+        body: Some(body),
+        timeout_ms: calls.bounded(llm.upstream.timeout_ms, now_ms),
+        stream: false,
+    };
+    calls.went_out(call.id, now_ms, call.timeout_ms, now_ms);
+    Retry { call, attempt: 0, due: None }
+}
+
+/// Schedules `r` to be sent again, if `wait` says it may be retried and a retry is left that ends
+/// before the deadline: why, and when.
+pub fn retry(cfg: &Config, calls: &mut Calls, r: &mut Retry, wait: Option<Wait>, now_ms: u64) -> Option<(Wait, u64)> {
+    let wait = wait?;
+    if r.attempt >= cfg.llm.max_retries {
+        return None;
+    }
+    let due = calls.retry_due(now_ms, r.attempt, wait)?;
+    r.attempt += 1;
+    r.due = Some(due);
+    Some((wait, due))
+}
+
+/// The call `r` again under a new id, once its backoff is over.
+pub fn resend(cfg: &Config, calls: &mut Calls, r: &mut Retry, now_ms: u64) -> Option<Call> {
+    if r.due.is_none_or(|d| d > now_ms) {
+        return None;
+    }
+    r.due = None;
+    r.call.id = calls.mint();
+    r.call.timeout_ms = calls.bounded(cfg.llm.upstream.timeout_ms, now_ms);
+    calls.went_out(r.call.id, now_ms, r.call.timeout_ms, now_ms);
+    Some(r.call.clone())
+}
+
+/// A non-2xx LLM reply ends the request; the provider's status and body say why.
+pub fn status_error(status: u16, body: &[u8]) -> Option<AgentError> {
+    (!(200..300).contains(&status)).then(|| {
+        let text = String::from_utf8_lossy(body);
+        AgentError::new(502, ErrorCode::LlmError, format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)))
+    })
+}
+
+/// A streamed turn's head says its body is SSE (read as it comes).
+pub fn is_event_stream(headers: &[(String, String)]) -> bool {
+    headers.iter().any(|(k, v)| k == "content-type" && v.to_ascii_lowercase().starts_with(answer::SSE))
 }

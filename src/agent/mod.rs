@@ -45,14 +45,23 @@ enum State {
     AwaitRequest,
     /// The route's upstream answers the forwarded first turn.
     AwaitFirstLlm(Convo),
-    AwaitLlm(CallId, Convo),
+    /// An LLM turn by callout (kept to be sent again).
+    AwaitLlm(Retry, Convo),
     AwaitTools(Convo, Box<Batch>),
-    /// Calls the client approved, run before the first LLM turn: the request (its `tool` messages get
-    /// the results) and the indices of those messages, in call order.
-    AwaitApproved(Box<ChatRequest>, Vec<usize>, Box<Batch>),
+    /// Calls the client approved, run before the first LLM turn.
+    AwaitApproved(Box<Approved>, Box<Batch>),
     /// JSON mode: the answer is being turned into JSON; the finish reason is kept for the end.
-    AwaitFormat(CallId, Convo, Box<Format>, FinishReason),
+    AwaitFormat(Retry, Convo, Box<Format>, FinishReason),
     Done,
+}
+
+/// The client's request while the calls it approved run.
+#[derive(Debug)]
+struct Approved {
+    req: ChatRequest,
+    json: Option<Target>,
+    /// The `tool` messages that get the results, in call order.
+    messages: Vec<usize>,
 }
 
 pub struct Agent {
@@ -60,21 +69,13 @@ pub struct Agent {
     meta: RequestMeta,
     stream: bool,
     include_usage: bool,
-    /// JSON mode's target for this request, until the final answer needs it.
-    json: Option<Target>,
     /// The client has response headers: its response (a stream, if it asked for one) has begun.
     responding: bool,
-    /// LLM replies read so far (the first turn is the one that can pass the provider's error through).
-    turns: u32,
-    /// The LLM call in flight, kept to be sent again.
-    llm: Option<Retry>,
     calls: Calls,
     /// The host's clock at the event being handled.
     now: u64,
     report: Report,
     steps: steps::Steps,
-    /// Milliseconds of the LLM callout just answered (none for the route's first turn).
-    last_llm_ms: Option<u64>,
     /// MCP sessions, seeded by the host and left for it.
     mcp_sessions: mcp::Sessions,
     /// Live streaming, for a streaming client on a host that declared it.
@@ -99,15 +100,11 @@ impl Agent {
             meta,
             stream: false,
             include_usage: false,
-            json: None,
             responding: false,
-            turns: 0,
-            llm: None,
             calls,
             now,
             report,
             steps,
-            last_llm_ms: None,
             mcp_sessions: BTreeMap::new(),
             live: None,
             state: State::AwaitRequest,
@@ -194,14 +191,14 @@ impl Agent {
 
     /// The earliest time a waiting retry is due, if the request is still running.
     fn wake_at(&self) -> Option<u64> {
-        let llm = self.llm.as_ref().and_then(|r| r.due);
-        let tools = match &self.state {
-            State::AwaitTools(_, b) | State::AwaitApproved(_, _, b) => b.next_due(),
+        let due = match &self.state {
+            State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => r.due,
+            State::AwaitTools(_, b) | State::AwaitApproved(_, b) => b.next_due(),
             State::Done => return None,
             _ => None,
         };
         let keep_alive = self.live.as_ref().and_then(live::Live::next_keep_alive);
-        llm.into_iter().chain(tools).chain(keep_alive).min()
+        due.into_iter().chain(keep_alive).min()
     }
 
     fn step(&mut self, state: State, event: Event<'_>, now_ms: u64) -> Step {
@@ -209,46 +206,35 @@ impl Agent {
             (State::AwaitRequest, Event::ClientRequest { body }) => self.start(body, now_ms),
             (State::AwaitFirstLlm(c), Event::UpstreamReply { status, body, headers_sent }) => {
                 self.responding = headers_sent;
-                self.on_llm(c, status, body, now_ms)
+                self.on_llm(c, status, body, None, now_ms)
             }
-            (State::AwaitLlm(id, c), Event::CallHead { id: got, status, headers }) if id == got => {
-                self.on_llm_head(id, c, status, headers)
+            (State::AwaitLlm(r, c), Event::CallHead { id, status, headers }) if r.call.id == id => {
+                if let Some(l) = self.live.as_mut() {
+                    l.head_of(id, status, llm::is_event_stream(headers));
+                }
+                (State::AwaitLlm(r, c), Vec::new())
             }
-            (State::AwaitLlm(id, c), Event::CallData { id: got, data }) if id == got => {
+            (State::AwaitLlm(r, c), Event::CallData { id, data }) if r.call.id == id => {
                 let command = match self.live.as_mut().and_then(|l| l.data(id, data, &c.model, now_ms)) {
                     Some((true, body)) => Some(self.opening(body)),
                     Some((false, bytes)) => Some(Command::Send(bytes)),
                     None => None,
                 };
-                (State::AwaitLlm(id, c), command.into_iter().collect())
+                (State::AwaitLlm(r, c), command.into_iter().collect())
             }
             (state, Event::CallHead { .. } | Event::CallData { .. }) => (state, Vec::new()),
-            (State::AwaitLlm(id, c), Event::CallReply { id: got, status, headers, body }) if id == got => {
-                self.llm_answered(id, status, body, now_ms);
-                let relayed = self.live.as_ref().is_some_and(|l| l.relayed_in(id));
-                let streamed = self.live.as_mut().and_then(|l| l.end_turn(id));
-                let wait = retry::status_wait(status, headers).filter(|_| !relayed);
-                if self.retry_llm(now_ms, id, wait) {
-                    return (State::AwaitLlm(id, c), Vec::new());
-                }
-                match streamed {
-                    Some(Ok(completion)) if (200..300).contains(&status) => self.on_llm(c, status, &completion, now_ms),
-                    Some(Err(why)) if (200..300).contains(&status) => {
-                        self.llm = None;
-                        self.fail(AgentError::new(502, ErrorCode::LlmBadReply, why))
-                    }
-                    _ => self.on_llm(c, status, body, now_ms),
-                }
+            (State::AwaitLlm(r, c), Event::CallReply { id, status, headers, body }) if r.call.id == id => {
+                self.on_llm_reply(r, c, (status, headers, body), now_ms)
             }
-            (State::AwaitFormat(id, c, f, reason), Event::CallReply { id: got, status, headers, body })
-                if id == got =>
+            (State::AwaitFormat(mut r, c, f, reason), Event::CallReply { id, status, headers, body })
+                if r.call.id == id =>
             {
-                self.llm_answered(id, status, body, now_ms);
+                let ms = self.llm_answered(id, status, body, now_ms);
                 // A refused response_format is stepped down at once, not sent again as it was.
                 let wait = retry::status_wait(status, headers).filter(|_| !f.has_response_format() || status == 429);
-                match self.retry_llm(now_ms, id, wait) {
-                    true => (State::AwaitFormat(id, c, f, reason), Vec::new()),
-                    false => self.on_format(c, f, reason, status, body, now_ms),
+                match self.retry_llm(&mut r, wait, now_ms) {
+                    true => (State::AwaitFormat(r, c, f, reason), Vec::new()),
+                    false => self.on_format(c, f, reason, (status, body, ms), now_ms),
                 }
             }
             (state @ (State::AwaitLlm(..) | State::AwaitFormat(..)), Event::CallFailed { id, failure })
@@ -269,17 +255,17 @@ impl Agent {
                 b.wake(now_ms);
                 self.on_tool_done(c, b, now_ms)
             }
-            (State::AwaitApproved(r, m, mut b), Event::CallReply { id, status, headers, body }) if b.waits_for(id) => {
+            (State::AwaitApproved(a, mut b), Event::CallReply { id, status, headers, body }) if b.waits_for(id) => {
                 self.on_tool_reply(&mut b, id, status, headers, body, now_ms);
-                self.on_approved_done(r, m, b, now_ms)
+                self.on_approved_done(a, b, now_ms)
             }
-            (State::AwaitApproved(r, m, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
+            (State::AwaitApproved(a, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
                 self.on_tool_failure(&mut b, id, failure, now_ms);
-                self.on_approved_done(r, m, b, now_ms)
+                self.on_approved_done(a, b, now_ms)
             }
-            (State::AwaitApproved(r, m, mut b), Event::Wake) => {
+            (State::AwaitApproved(a, mut b), Event::Wake) => {
                 b.wake(now_ms);
-                self.on_approved_done(r, m, b, now_ms)
+                self.on_approved_done(a, b, now_ms)
             }
             (state, event) => {
                 log::warn!("#{} ignored an event the agent does not wait for: {}", self.meta.id, describe(&event));
@@ -295,13 +281,13 @@ impl Agent {
         };
         self.stream = req.stream;
         self.include_usage = req.include_usage;
-        match Target::for_request(&self.cfg, &req) {
-            Ok(t) => self.json = t,
+        let json = match Target::for_request(&self.cfg, &req) {
+            Ok(t) => t,
             Err(e) => return self.fail(e),
-        }
+        };
         if self.meta.live && req.stream {
             let id = format!("chatcmpl-{}", self.meta.id);
-            let relay = self.json.is_none();
+            let relay = json.is_none();
             let (mode, limit) = (self.cfg.mode, self.cfg.max_response_bytes);
             self.live = Some(live::Live::new(mode, relay, req.include_usage, id, self.meta.unix_s, limit));
         }
@@ -309,7 +295,7 @@ impl Agent {
         if approved.is_empty() {
             // Live streaming needs every turn to be a streamed callout.
             let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.live.is_some();
-            return self.begin(req, first_by_callout, now_ms);
+            return self.begin(req, json, first_by_callout, now_ms);
         }
         // Approved calls run first, by callout; the turns then run as in `loop: request`.
         let messages: Vec<usize> = approved.iter().map(|a| a.message).collect();
@@ -322,34 +308,29 @@ impl Agent {
             .collect();
         self.count_work(&work);
         let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
-        self.on_approved_done(Box::new(req), messages, batch, now_ms)
+        self.on_approved_done(Box::new(Approved { req, json, messages }), batch, now_ms)
     }
 
     /// Sends what the approved calls may start now; once all are answered, their results replace the
     /// approvals in the conversation and the first LLM turn goes out.
-    fn on_approved_done(
-        &mut self,
-        mut req: Box<ChatRequest>,
-        messages: Vec<usize>,
-        mut b: Box<Batch>,
-        now_ms: u64,
-    ) -> Step {
+    fn on_approved_done(&mut self, mut a: Box<Approved>, mut b: Box<Batch>, now_ms: u64) -> Step {
         let commands = self.dispatch_batch(&mut b, now_ms);
         if !b.is_complete() {
-            return (State::AwaitApproved(req, messages, b), commands);
+            return (State::AwaitApproved(a, b), commands);
         }
-        for (i, observation) in messages.into_iter().zip(b.into_observations()) {
-            approval::set_content(&mut req, i, &observation);
+        for (i, observation) in a.messages.into_iter().zip(b.into_observations()) {
+            approval::set_content(&mut a.req, i, &observation);
         }
-        self.begin(*req, true, now_ms)
+        self.begin(a.req, a.json, true, now_ms)
     }
 
     /// The conversation and its first LLM turn: forwarded through the route, or by callout.
-    fn begin(&mut self, req: ChatRequest, first_by_callout: bool, now_ms: u64) -> Step {
+    fn begin(&mut self, req: ChatRequest, json: Option<Target>, first_by_callout: bool, now_ms: u64) -> Step {
         let (mut c, body) = match llm::start(&self.cfg, req, &self.meta) {
             Ok(started) => started,
             Err(e) => return self.fail(e),
         };
+        c.json = json;
         if first_by_callout {
             // Every turn is a callout, the first one too: it can be retried, and its failure still has
             // its own status.
@@ -359,8 +340,7 @@ impl Agent {
             } else {
                 c.first_callout_body(&self.cfg, body)
             };
-            let (id, call) = self.turn_call(body, now_ms);
-            return (State::AwaitLlm(id, c), vec![Command::Dispatch(call)]);
+            return self.ask(c, body, now_ms);
         }
         if body.len() > self.cfg.max_response_bytes {
             return self.fail(AgentError::new(
@@ -376,33 +356,50 @@ impl Agent {
         (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
     }
 
-    fn on_llm(&mut self, mut c: Convo, status: u16, body: &[u8], now_ms: u64) -> Step {
-        self.llm = None;
-        self.turns += 1;
+    /// A streamed turn's reply is read from what came as data; a retryable failure goes again.
+    fn on_llm_reply(&mut self, mut r: Retry, c: Convo, reply: (u16, &[(String, String)], &[u8]), now_ms: u64) -> Step {
+        let ((status, headers, body), id) = (reply, r.call.id);
+        let ms = self.llm_answered(id, status, body, now_ms);
+        let relayed = self.live.as_ref().is_some_and(|l| l.relayed_in(id));
+        let streamed = self.live.as_mut().and_then(|l| l.end_turn(id));
+        let wait = retry::status_wait(status, headers).filter(|_| !relayed);
+        if self.retry_llm(&mut r, wait, now_ms) {
+            return (State::AwaitLlm(r, c), Vec::new());
+        }
+        match streamed {
+            Some(Ok(completion)) if (200..300).contains(&status) => self.on_llm(c, status, &completion, ms, now_ms),
+            Some(Err(why)) if (200..300).contains(&status) => {
+                self.fail(AgentError::new(502, ErrorCode::LlmBadReply, why))
+            }
+            _ => self.on_llm(c, status, body, ms, now_ms),
+        }
+    }
+
+    /// `ms`: how long the turn's callout took (none for the route's first turn).
+    fn on_llm(&mut self, mut c: Convo, status: u16, body: &[u8], ms: Option<u64>, now_ms: u64) -> Step {
+        c.replies += 1;
         self.report.llm_turns += 1;
-        if self.turns == 1 && !(200..300).contains(&status) {
+        if c.replies == 1 && !(200..300).contains(&status) {
             // The provider's own answer to the client's request: its status and error, as sent.
             self.report.outcome = Outcome::of_error(status, ErrorCode::UpstreamError);
             self.report.status = status;
             self.report.code = Some(ErrorCode::UpstreamError.as_str());
             self.report.ended_ms = now_ms;
-            log::warn!("#{} the LLM answered the first turn HTTP {status}: {}", self.meta.id, excerpt(body));
+            log::warn!("#{} the LLM answered the first turn HTTP {status}: {}", self.meta.id, calls::excerpt(body));
             return (State::Done, vec![Command::Reply(upstream_error(status, body))]);
         }
-        if let Some(e) = llm_status_error(status, body) {
+        if let Some(e) = llm::status_error(status, body) {
             return self.fail(e);
         }
         let before = c.usage;
         let next = llm::read(&mut c, &self.cfg, body);
-        self.report.tokens = c.usage;
-        self.steps.llm(self.last_llm_ms.take(), steps::delta(c.usage, before));
+        self.llm_read(&c, before, ms);
         match next {
-            Ok(Next::Answer { content, finish_reason }) => match self.json.take() {
+            Ok(Next::Answer { content, finish_reason }) => match c.json.take() {
                 Some(target) => {
                     let f = Box::new(Format::start(target, &c.question, &content));
                     let body = f.body(&self.cfg, &c.model);
-                    let (id, call) = self.llm_call(body, now_ms);
-                    (State::AwaitFormat(id, c, f, finish_reason), vec![Command::Dispatch(call)])
+                    self.format_call(c, f, finish_reason, body, now_ms)
                 }
                 None => self.finish(&c, &content, finish_reason, None),
             },
@@ -468,12 +465,11 @@ impl Agent {
             return self.fail(e);
         }
         let body = llm::observe(&mut c, &self.cfg, observations);
-        let (id, call) = self.turn_call(body, now_ms);
-        (State::AwaitLlm(id, c), vec![Command::Dispatch(call)])
+        self.ask(c, body, now_ms)
     }
 
     /// A failed LLM call: sent again after a backoff while retries and time are left, else the end.
-    fn on_llm_failed(&mut self, state: State, id: CallId, failure: &Failure, now_ms: u64) -> Step {
+    fn on_llm_failed(&mut self, mut state: State, id: CallId, failure: &Failure, now_ms: u64) -> Step {
         let (failure, _) = self.calls.failed(id, failure, now_ms);
         log::warn!("#{} LLM call {} {failure}", self.meta.id, id.0);
         // A turn whose text the client already has cannot be asked again.
@@ -481,34 +477,30 @@ impl Agent {
         if let Some(l) = self.live.as_mut() {
             l.end_turn(id);
         }
-        if self.retry_llm(now_ms, id, retry::failure_wait(&failure).filter(|_| !relayed)) {
+        let wait = retry::failure_wait(&failure).filter(|_| !relayed);
+        let retried = match &mut state {
+            State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => self.retry_llm(r, wait, now_ms),
+            _ => false,
+        };
+        if retried {
             return (state, Vec::new());
         }
-        self.llm = None;
         let (status, code) =
             if failure == Failure::Timeout { (504, ErrorCode::LlmTimeout) } else { (502, ErrorCode::LlmUnavailable) };
         self.fail(AgentError::new(status, code, format!("the LLM call {failure}")))
     }
 
-    /// Schedules the in-flight LLM call `id` to be sent again, if `wait` says it may be retried and
-    /// a retry is left that ends before the deadline.
-    fn retry_llm(&mut self, now_ms: u64, id: CallId, wait: Option<retry::Wait>) -> bool {
-        let (Some(wait), Some(r)) = (wait, self.llm.as_mut()) else {
+    /// Schedules the LLM call `r` to be sent again, if `wait` says it may be retried and a retry is
+    /// left that ends before the deadline.
+    fn retry_llm(&mut self, r: &mut Retry, wait: Option<retry::Wait>, now_ms: u64) -> bool {
+        let Some((wait, due)) = llm::retry(&self.cfg, &mut self.calls, r, wait, now_ms) else {
             return false;
         };
-        if r.attempt >= self.cfg.llm.max_retries {
-            return false;
-        }
-        let Some(due) = self.calls.retry_due(now_ms, r.attempt, wait) else {
-            return false;
-        };
-        r.attempt += 1;
-        r.due = Some(due);
         self.report.llm_retries += 1;
         log::info!(
             "#{} LLM call {} {}; retry {} of {} in {} ms",
             self.meta.id,
-            id.0,
+            r.call.id.0,
             wait.why(),
             r.attempt,
             self.cfg.llm.max_retries,
@@ -517,30 +509,19 @@ impl Agent {
         true
     }
 
-    /// The backoff of the LLM call is over: the same request goes out again under a new id.
-    fn resend_llm(&mut self, state: State, now_ms: u64) -> Step {
-        // An early wake-up leaves the retry waiting (it is asked for again by `WakeAt`).
-        if self.llm.as_ref().is_none_or(|r| r.due.is_none_or(|d| d > now_ms)) {
-            return (state, Vec::new());
-        }
-        let Some(mut r) = self.llm.take() else {
+    /// The backoff of the LLM call is over: the same request goes out again under a new id. An early
+    /// wake-up leaves the retry waiting (it is asked for again by `WakeAt`).
+    fn resend_llm(&mut self, mut state: State, now_ms: u64) -> Step {
+        let call = match &mut state {
+            State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => llm::resend(&self.cfg, &mut self.calls, r, now_ms),
+            _ => None,
+        };
+        let Some(call) = call else {
             return (state, Vec::new());
         };
-        let id = self.calls.mint();
-        r.due = None;
-        r.call.id = id;
-        r.call.timeout_ms = self.calls.bounded(self.cfg.llm.upstream.timeout_ms, now_ms);
-        self.calls.went_out(id, now_ms, r.call.timeout_ms, now_ms);
-        let call = r.call.clone();
-        self.llm = Some(r);
         if let (true, Some(live)) = (call.stream, self.live.as_mut()) {
-            live.start_turn(id);
+            live.start_turn(call.id);
         }
-        let state = match state {
-            State::AwaitLlm(_, c) => State::AwaitLlm(id, c),
-            State::AwaitFormat(_, c, f, reason) => State::AwaitFormat(id, c, f, reason),
-            other => other,
-        };
         (state, vec![Command::Dispatch(call)])
     }
 
@@ -633,14 +614,21 @@ impl Agent {
     }
 
     /// Times an answered LLM callout; a failing one gets a warning with an excerpt of its body.
-    fn llm_answered(&mut self, id: CallId, status: u16, body: &[u8], now_ms: u64) {
-        self.last_llm_ms = self.calls.answered(id, now_ms);
-        if let Some(ms) = self.last_llm_ms {
+    fn llm_answered(&mut self, id: CallId, status: u16, body: &[u8], now_ms: u64) -> Option<u64> {
+        let ms = self.calls.answered(id, now_ms);
+        if let Some(ms) = ms {
             self.report.llm_ms.push(ms);
         }
         if !(200..300).contains(&status) {
-            log::warn!("#{} LLM call {} answered HTTP {status}: {}", self.meta.id, id.0, excerpt(body));
+            log::warn!("#{} LLM call {} answered HTTP {status}: {}", self.meta.id, id.0, calls::excerpt(body));
         }
+        ms
+    }
+
+    /// Records an LLM reply just read: the tokens so far, and its step.
+    fn llm_read(&mut self, c: &Convo, before: crate::openai::Usage, ms: Option<u64>) {
+        self.report.tokens = c.usage;
+        self.steps.llm(ms, steps::delta(c.usage, before));
     }
 
     /// Records a tool call's end; a failing one gets a warning with an excerpt of its body.
@@ -648,7 +636,7 @@ impl Agent {
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         if class != ToolClass::Ok2xx {
             let what = status.map_or_else(|| class.as_str().to_string(), |s| format!("HTTP {s}"));
-            log::warn!("#{} tool {name} (call {}) {what} after {ms} ms: {}", self.meta.id, id.0, excerpt(body));
+            log::warn!("#{} tool {name} (call {}) {what} after {ms} ms: {}", self.meta.id, id.0, calls::excerpt(body));
         }
         self.report.tools.push(ToolRecord { name, class, status, ms });
     }
@@ -719,32 +707,25 @@ impl Agent {
         mut c: Convo,
         mut f: Box<Format>,
         reason: FinishReason,
-        status: u16,
-        body: &[u8],
+        reply: (u16, &[u8], Option<u64>),
         now_ms: u64,
     ) -> Step {
-        self.llm = None;
+        let (status, body, ms) = reply;
         self.report.llm_turns += 1;
-        if (400..600).contains(&status) && status != 429 {
-            // Servers that do not support the response_format sent (llama.cpp answers 500 to
-            // json_schema) get the call again with a simpler one, then without it.
-            if let Some(weaker) = f.weaker_response_format() {
-                log::info!(
-                    "#{} the formatting call was refused (HTTP {status}); trying response_format {weaker}",
-                    self.meta.id
-                );
-                let body = f.body(&self.cfg, &c.model);
-                let (id, call) = self.llm_call(body, now_ms);
-                return (State::AwaitFormat(id, c, f, reason), vec![Command::Dispatch(call)]);
-            }
+        if let Some(weaker) = f.refused(status) {
+            log::info!(
+                "#{} the formatting call was refused (HTTP {status}); trying response_format {weaker}",
+                self.meta.id
+            );
+            let body = f.body(&self.cfg, &c.model);
+            return self.format_call(c, f, reason, body, now_ms);
         }
-        if let Some(e) = llm_status_error(status, body) {
+        if let Some(e) = llm::status_error(status, body) {
             return self.fail(e);
         }
         let before = c.usage;
         let outcome = f.on_reply(&self.cfg, &c.model, body, &mut c.usage);
-        self.report.tokens = c.usage;
-        self.steps.llm(self.last_llm_ms.take(), steps::delta(c.usage, before));
+        self.llm_read(&c, before, ms);
         match outcome {
             Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
             Ok(format::Outcome::Retry(body)) => {
@@ -752,34 +733,28 @@ impl Agent {
                 if let Some(e) = self.calls.deadline_error(now_ms) {
                     return self.fail(e);
                 }
-                let (id, call) = self.llm_call(body, now_ms);
-                (State::AwaitFormat(id, c, f, reason), vec![Command::Dispatch(call)])
+                self.format_call(c, f, reason, body, now_ms)
             }
             Err(e) => self.fail(e),
         }
     }
 
-    /// An agent turn's LLM callout: streamed when the answer goes to the client live.
-    fn turn_call(&mut self, body: Vec<u8>, now_ms: u64) -> (CallId, Call) {
-        let (id, mut call) = self.llm_call(body, now_ms);
-        if let Some(live) = self.live.as_mut() {
-            call.stream = true;
-            if let Some(r) = self.llm.as_mut() {
-                r.call.stream = true;
-            }
-            live.start_turn(id);
-        }
-        (id, call)
+    /// A formatting request of JSON mode.
+    fn format_call(&mut self, c: Convo, f: Box<Format>, reason: FinishReason, body: Vec<u8>, now_ms: u64) -> Step {
+        let r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
+        let call = r.call.clone();
+        (State::AwaitFormat(r, c, f, reason), vec![Command::Dispatch(call)])
     }
 
-    /// The head of a streamed LLM turn: a 2xx SSE reply is read as it comes.
-    fn on_llm_head(&mut self, id: CallId, c: Convo, status: u16, headers: &[(String, String)]) -> Step {
-        let event_stream =
-            headers.iter().any(|(k, v)| k == "content-type" && v.to_ascii_lowercase().starts_with(answer::SSE));
-        if let Some(l) = self.live.as_mut() {
-            l.head_of(id, status, event_stream);
+    /// An agent turn's LLM callout: streamed when the answer goes to the client live.
+    fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
+        let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
+        if let Some(live) = self.live.as_mut() {
+            r.call.stream = true;
+            live.start_turn(r.call.id);
         }
-        (State::AwaitLlm(id, c), Vec::new())
+        let call = r.call.clone();
+        (State::AwaitLlm(r, c), vec![Command::Dispatch(call)])
     }
 
     /// The client's stream starts with `body`: from now on a failure is an error event in it.
@@ -792,35 +767,6 @@ impl Agent {
     fn open_for_tools(&mut self, model: &str, now_ms: u64) -> Option<Command> {
         let body = self.live.as_mut()?.open(model, now_ms)?;
         Some(self.opening(body))
-    }
-
-    /// An LLM callout carrying `body`.
-    fn llm_call(&mut self, body: Vec<u8>, now_ms: u64) -> (CallId, Call) {
-        let id = self.calls.mint();
-        let cfg = Rc::clone(&self.cfg);
-        let llm = &cfg.llm;
-        let mut headers = vec![
-            ("content-type".to_string(), answer::JSON.to_string()),
-            // A compressed reply could not be read.
-            ("accept-encoding".to_string(), "identity".to_string()),
-        ];
-        if let Some(key) = &llm.api_key {
-            headers.push(("authorization".into(), format!("Bearer {key}")));
-        }
-        let call = Call {
-            id,
-            cluster: llm.upstream.cluster.clone(),
-            method: "POST",
-            path: llm.path.clone(),
-            authority: llm.upstream.authority_or_service(),
-            headers,
-            body: Some(body),
-            timeout_ms: self.calls.bounded(llm.upstream.timeout_ms, now_ms),
-            stream: false,
-        };
-        self.calls.went_out(id, now_ms, call.timeout_ms, now_ms);
-        self.llm = Some(Retry { call: call.clone(), attempt: 0, due: None });
-        (id, call)
     }
 
     fn finish(&mut self, c: &Convo, content: &str, finish_reason: FinishReason, tool_calls: Option<&Value>) -> Step {
@@ -865,7 +811,6 @@ impl Agent {
     fn fail(&mut self, e: AgentError) -> Step {
         // The message can quote upstream bodies: debug only (the request's info line has the code).
         log::debug!("#{} request failed ({}): {}", self.meta.id, e.status, truncate(&e.message, 300));
-        self.llm = None;
         self.report.outcome = Outcome::of_error(e.status, e.code);
         self.report.status = e.status;
         self.report.code = Some(e.code.as_str());
@@ -894,24 +839,10 @@ impl Agent {
     }
 }
 
-/// A non-2xx LLM reply ends the request; the provider's status and body say why.
-fn llm_status_error(status: u16, body: &[u8]) -> Option<AgentError> {
-    (!(200..300).contains(&status)).then(|| {
-        let text = String::from_utf8_lossy(body);
-        AgentError::new(502, ErrorCode::LlmError, format!("the LLM answered HTTP {status}: {}", truncate(&text, 300)))
-    })
-}
-
-/// A short excerpt of a body for a warning (the logger redacts secrets).
-fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    truncate(text.trim(), 200).replace(['\n', '\r'], " ")
-}
-
 /// The LLM call a state waits for.
 fn llm_call_of(state: &State) -> Option<CallId> {
     match state {
-        State::AwaitLlm(id, _) | State::AwaitFormat(id, ..) => Some(*id),
+        State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => Some(r.call.id),
         _ => None,
     }
 }
