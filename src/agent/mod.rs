@@ -7,6 +7,7 @@ mod batch;
 mod calls;
 mod convo;
 mod error;
+mod finish;
 mod format;
 pub mod host;
 mod live;
@@ -24,12 +25,13 @@ mod work;
 use crate::config::Config;
 use crate::config::LoopPhase;
 use crate::doc::truncate;
-use crate::openai::answer::{self, Answer, FinishReason};
+use crate::openai::answer::{Answer, FinishReason};
 use crate::openai::ChatRequest;
 use batch::Batch;
 use calls::Calls;
 use convo::{Convo, Next};
 pub use error::{AgentError, ErrorCode};
+use finish::Response;
 use format::{Format, Target};
 pub use protocol::{Call, CallId, Command, Event, Failure, Reply, RequestMeta};
 pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
@@ -67,10 +69,7 @@ struct Approved {
 pub struct Agent {
     cfg: Rc<Config>,
     meta: RequestMeta,
-    stream: bool,
-    include_usage: bool,
-    /// The client has response headers: its response (a stream, if it asked for one) has begun.
-    responding: bool,
+    response: Response,
     calls: Calls,
     /// The host's clock at the event being handled.
     now: u64,
@@ -78,15 +77,10 @@ pub struct Agent {
     steps: steps::Steps,
     /// MCP sessions, seeded by the host and left for it.
     mcp_sessions: mcp::Sessions,
-    /// Live streaming, for a streaming client on a host that declared it.
-    live: Option<live::Live>,
     state: State,
 }
 
 type Step = (State, Vec<Command>);
-
-/// Error messages quote upstream bodies; they stay far below any buffer limit.
-const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
 
 impl Agent {
     pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Self {
@@ -96,17 +90,14 @@ impl Agent {
         let steps = steps::Steps::new(want_steps, if want_steps { cfg.secrets() } else { Vec::new() });
         let now = meta.now_ms;
         Agent {
+            response: Response::new(cfg.max_response_bytes),
             cfg,
             meta,
-            stream: false,
-            include_usage: false,
-            responding: false,
             calls,
             now,
             report,
             steps,
             mcp_sessions: BTreeMap::new(),
-            live: None,
             state: State::AwaitRequest,
         }
     }
@@ -133,7 +124,7 @@ impl Agent {
 
     /// Whether the client asked for SSE; known once the request was read.
     pub fn wants_stream(&self) -> bool {
-        self.stream
+        self.response.stream
     }
 
     /// The client's request body has not been read yet: a response now (Envoy's own, e.g. a 413 for a
@@ -173,7 +164,7 @@ impl Agent {
     /// command is `WakeAt` with the time the agent wants `Event::Wake`.
     pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Vec<Command> {
         self.now = now_ms;
-        let keep_alive = match (&event, self.live.as_mut()) {
+        let keep_alive = match (&event, self.response.live.as_mut()) {
             (Event::Wake, Some(live)) => live.keep_alive(now_ms).map(Command::Send),
             _ => None,
         };
@@ -197,7 +188,7 @@ impl Agent {
             State::Done => return None,
             _ => None,
         };
-        let keep_alive = self.live.as_ref().and_then(live::Live::next_keep_alive);
+        let keep_alive = self.response.live.as_ref().and_then(live::Live::next_keep_alive);
         due.into_iter().chain(keep_alive).min()
     }
 
@@ -205,18 +196,18 @@ impl Agent {
         match (state, event) {
             (State::AwaitRequest, Event::ClientRequest { body }) => self.start(body, now_ms),
             (State::AwaitFirstLlm(c), Event::UpstreamReply { status, body, headers_sent }) => {
-                self.responding = headers_sent;
+                self.response.responding = headers_sent;
                 self.on_llm(c, status, body, None, now_ms)
             }
             (State::AwaitLlm(r, c), Event::CallHead { id, status, headers }) if r.call.id == id => {
-                if let Some(l) = self.live.as_mut() {
+                if let Some(l) = self.response.live.as_mut() {
                     l.head_of(id, status, llm::is_event_stream(headers));
                 }
                 (State::AwaitLlm(r, c), Vec::new())
             }
             (State::AwaitLlm(r, c), Event::CallData { id, data }) if r.call.id == id => {
-                let command = match self.live.as_mut().and_then(|l| l.data(id, data, &c.model, now_ms)) {
-                    Some((true, body)) => Some(self.opening(body)),
+                let command = match self.response.live.as_mut().and_then(|l| l.data(id, data, &c.model, now_ms)) {
+                    Some((true, body)) => Some(Command::Open(self.response.open(body))),
                     Some((false, bytes)) => Some(Command::Send(bytes)),
                     None => None,
                 };
@@ -279,8 +270,8 @@ impl Agent {
             Ok(r) => r,
             Err(e) => return self.fail(AgentError::new(400, ErrorCode::InvalidRequest, e)),
         };
-        self.stream = req.stream;
-        self.include_usage = req.include_usage;
+        self.response.stream = req.stream;
+        self.response.include_usage = req.include_usage;
         let json = match Target::for_request(&self.cfg, &req) {
             Ok(t) => t,
             Err(e) => return self.fail(e),
@@ -289,12 +280,12 @@ impl Agent {
             let id = format!("chatcmpl-{}", self.meta.id);
             let relay = json.is_none();
             let (mode, limit) = (self.cfg.mode, self.cfg.max_response_bytes);
-            self.live = Some(live::Live::new(mode, relay, req.include_usage, id, self.meta.unix_s, limit));
+            self.response.live = Some(live::Live::new(mode, relay, req.include_usage, id, self.meta.unix_s, limit));
         }
         let approved = approval::scan(&self.cfg, &mut req);
         if approved.is_empty() {
             // Live streaming needs every turn to be a streamed callout.
-            let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.live.is_some();
+            let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.response.live.is_some();
             return self.begin(req, json, first_by_callout, now_ms);
         }
         // Approved calls run first, by callout; the turns then run as in `loop: request`.
@@ -334,7 +325,7 @@ impl Agent {
         if first_by_callout {
             // Every turn is a callout, the first one too: it can be retried, and its failure still has
             // its own status.
-            let body = if self.live.is_some() {
+            let body = if self.response.live.is_some() {
                 c.stream_turns();
                 c.body(&self.cfg, self.cfg.llm.model.as_deref())
             } else {
@@ -360,8 +351,8 @@ impl Agent {
     fn on_llm_reply(&mut self, mut r: Retry, c: Convo, reply: (u16, &[(String, String)], &[u8]), now_ms: u64) -> Step {
         let ((status, headers, body), id) = (reply, r.call.id);
         let ms = self.llm_answered(id, status, body, now_ms);
-        let relayed = self.live.as_ref().is_some_and(|l| l.relayed_in(id));
-        let streamed = self.live.as_mut().and_then(|l| l.end_turn(id));
+        let relayed = self.response.live.as_ref().is_some_and(|l| l.relayed_in(id));
+        let streamed = self.response.live.as_mut().and_then(|l| l.end_turn(id));
         let wait = retry::status_wait(status, headers).filter(|_| !relayed);
         if self.retry_llm(&mut r, wait, now_ms) {
             return (State::AwaitLlm(r, c), Vec::new());
@@ -381,12 +372,9 @@ impl Agent {
         self.report.llm_turns += 1;
         if c.replies == 1 && !(200..300).contains(&status) {
             // The provider's own answer to the client's request: its status and error, as sent.
-            self.report.outcome = Outcome::of_error(status, ErrorCode::UpstreamError);
-            self.report.status = status;
-            self.report.code = Some(ErrorCode::UpstreamError.as_str());
-            self.report.ended_ms = now_ms;
+            self.report.failed(status, ErrorCode::UpstreamError, now_ms);
             log::warn!("#{} the LLM answered the first turn HTTP {status}: {}", self.meta.id, calls::excerpt(body));
-            return (State::Done, vec![Command::Reply(upstream_error(status, body))]);
+            return (State::Done, vec![Command::Reply(finish::upstream_error(status, body))]);
         }
         if let Some(e) = llm::status_error(status, body) {
             return self.fail(e);
@@ -416,7 +404,7 @@ impl Agent {
                     return self.fail(e);
                 }
                 let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
-                let open = self.open_for_tools(&c.model, now_ms);
+                let open = self.response.open_for_tools(&c.model, now_ms).map(Command::Open);
                 let (state, commands) = self.on_tool_done(c, batch, now_ms);
                 (state, open.into_iter().chain(commands).collect())
             }
@@ -473,8 +461,8 @@ impl Agent {
         let (failure, _) = self.calls.failed(id, failure, now_ms);
         log::warn!("#{} LLM call {} {failure}", self.meta.id, id.0);
         // A turn whose text the client already has cannot be asked again.
-        let relayed = self.live.as_ref().is_some_and(|l| l.relayed_in(id));
-        if let Some(l) = self.live.as_mut() {
+        let relayed = self.response.live.as_ref().is_some_and(|l| l.relayed_in(id));
+        if let Some(l) = self.response.live.as_mut() {
             l.end_turn(id);
         }
         let wait = retry::failure_wait(&failure).filter(|_| !relayed);
@@ -519,7 +507,7 @@ impl Agent {
         let Some(call) = call else {
             return (state, Vec::new());
         };
-        if let (true, Some(live)) = (call.stream, self.live.as_mut()) {
+        if let (true, Some(live)) = (call.stream, self.response.live.as_mut()) {
             live.start_turn(call.id);
         }
         (state, vec![Command::Dispatch(call)])
@@ -749,24 +737,12 @@ impl Agent {
     /// An agent turn's LLM callout: streamed when the answer goes to the client live.
     fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
-        if let Some(live) = self.live.as_mut() {
+        if let Some(live) = self.response.live.as_mut() {
             r.call.stream = true;
             live.start_turn(r.call.id);
         }
         let call = r.call.clone();
         (State::AwaitLlm(r, c), vec![Command::Dispatch(call)])
-    }
-
-    /// The client's stream starts with `body`: from now on a failure is an error event in it.
-    fn opening(&mut self, body: Vec<u8>) -> Command {
-        self.responding = true;
-        Command::Open(Reply { status: 200, content_type: answer::SSE, body })
-    }
-
-    /// Live streaming: the loop goes on to tools, so the client's stream starts now (once).
-    fn open_for_tools(&mut self, model: &str, now_ms: u64) -> Option<Command> {
-        let body = self.live.as_mut()?.open(model, now_ms)?;
-        Some(self.opening(body))
     }
 
     fn finish(&mut self, c: &Convo, content: &str, finish_reason: FinishReason, tool_calls: Option<&Value>) -> Step {
@@ -781,61 +757,20 @@ impl Agent {
             tool_calls,
             steps: self.steps.value(),
         };
-        let (content_type, body, sent) = match self.live.as_ref().filter(|l| l.is_open()) {
-            Some(live) => {
-                let rest = live.rest_of(content);
-                (answer::SSE, answer::rest(&a, &live.head(), &rest), live.sent_bytes)
+        match self.response.answer(&a) {
+            Ok(reply) => {
+                self.report.answered(finish_reason == FinishReason::Length, self.now);
+                (State::Done, vec![Command::Reply(reply)])
             }
-            None if self.stream => (answer::SSE, answer::chunks(&a, self.include_usage), 0),
-            None => (answer::JSON, answer::completion(&a), 0),
-        };
-        if sent + body.len() > self.cfg.max_response_bytes {
-            return self.fail(AgentError::new(
-                502,
-                ErrorCode::ResponseTooLarge,
-                format!(
-                    "the answer is {} bytes as sent, more than maxResponseBytes ({}); raise maxResponseBytes \
-                     together with the listener's per_connection_buffer_limit_bytes",
-                    sent + body.len(),
-                    self.cfg.max_response_bytes
-                ),
-            ));
+            Err(e) => self.fail(e),
         }
-        self.report.outcome =
-            if finish_reason == FinishReason::Length { Outcome::IterationLimit } else { Outcome::Answered };
-        self.report.status = 200;
-        self.report.ended_ms = self.now;
-        (State::Done, vec![Command::Reply(Reply { status: 200, content_type, body })])
     }
 
     fn fail(&mut self, e: AgentError) -> Step {
         // The message can quote upstream bodies: debug only (the request's info line has the code).
         log::debug!("#{} request failed ({}): {}", self.meta.id, e.status, truncate(&e.message, 300));
-        self.report.outcome = Outcome::of_error(e.status, e.code);
-        self.report.status = e.status;
-        self.report.code = Some(e.code.as_str());
-        self.report.ended_ms = self.now;
-        let err = answer::error(&truncate(&e.message, MAX_ERROR_MESSAGE_BYTES), e.kind(), e.code.as_str());
-        // Before the upstream answered, the status is still ours to set: a plain JSON error, as
-        // OpenAI sends for a rejected request, even when a stream was asked for.
-        let (content_type, body) = match (self.responding, self.stream) {
-            (true, true) => (answer::SSE, self.end_of_stream_error(err, e.code)),
-            (true, false) => (answer::JSON, answer::late_error(err)),
-            (false, _) => (answer::JSON, err.to_string().into_bytes()),
-        };
-        (State::Done, vec![Command::Reply(Reply { status: e.status, content_type, body })])
-    }
-
-    /// An error event, kept within maxResponseBytes after what a live stream already sent (a
-    /// long message gives way to a short one).
-    fn end_of_stream_error(&self, err: Value, code: ErrorCode) -> Vec<u8> {
-        let body = answer::error_sse(&err);
-        let sent = self.live.as_ref().map_or(0, |l| l.sent_bytes);
-        if sent + body.len() <= self.cfg.max_response_bytes {
-            return body;
-        }
-        let short = format!("the request failed ({}); the details are in the gateway's log", code.as_str());
-        answer::error_sse(&answer::error(&short, "api_error", code.as_str()))
+        self.report.failed(e.status, e.code, self.now);
+        (State::Done, vec![Command::Reply(self.response.error(&e))])
     }
 }
 
@@ -845,27 +780,6 @@ fn llm_call_of(state: &State) -> Option<CallId> {
         State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => Some(r.call.id),
         _ => None,
     }
-}
-
-/// The provider's answer to the first turn when it is an error: an OpenAI error object passes as it
-/// is; anything else (Envoy's own plain-text 503/504, a proxy's HTML page) is wrapped in one, with
-/// the same status.
-fn upstream_error(status: u16, body: &[u8]) -> Reply {
-    let is_openai_error =
-        serde_json::from_slice::<Value>(body).is_ok_and(|v| v.get("error").is_some_and(Value::is_object));
-    if is_openai_error && body.len() <= MAX_ERROR_MESSAGE_BYTES * 4 {
-        return Reply { status, content_type: answer::JSON, body: body.to_vec() };
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    let message = if text.is_empty() {
-        format!("the LLM upstream answered HTTP {status} with no body")
-    } else {
-        format!("the LLM upstream answered HTTP {status}: {}", truncate(text, 500))
-    };
-    let kind = if (400..500).contains(&status) { "invalid_request_error" } else { "api_error" };
-    let body = answer::error(&message, kind, ErrorCode::UpstreamError.as_str()).to_string().into_bytes();
-    Reply { status, content_type: answer::JSON, body }
 }
 
 fn describe(e: &Event<'_>) -> String {

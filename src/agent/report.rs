@@ -145,6 +145,21 @@ impl Report {
         }
     }
 
+    /// The request was answered at `ended_ms` (`limit`: for want of turns).
+    pub fn answered(&mut self, limit: bool, ended_ms: u64) {
+        self.outcome = if limit { Outcome::IterationLimit } else { Outcome::Answered };
+        self.status = 200;
+        self.ended_ms = ended_ms;
+    }
+
+    /// The request failed at `ended_ms` with `status` and `code`.
+    pub fn failed(&mut self, status: u16, code: ErrorCode, ended_ms: u64) {
+        self.outcome = Outcome::of_error(status, code);
+        self.status = status;
+        self.code = Some(code.as_str());
+        self.ended_ms = ended_ms;
+    }
+
     pub fn total_ms(&self) -> u64 {
         self.ended_ms.saturating_sub(self.started_ms)
     }
