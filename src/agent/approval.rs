@@ -3,6 +3,7 @@
 //! `tool` message for that call whose content is `{"approved": true}`. Anything else is told to the
 //! model as a refusal.
 
+use super::work::{self, Work};
 use crate::config::Config;
 use crate::openai::{ChatRequest, Role};
 use serde_json::Value;
@@ -40,6 +41,30 @@ pub fn scan(cfg: &Config, req: &mut ChatRequest) -> Vec<Approved> {
         }
     }
     approved
+}
+
+/// The work of the approved calls, in call order.
+pub fn work(cfg: &Config, approved: &[Approved]) -> Vec<Work> {
+    approved
+        .iter()
+        .map(|a| {
+            let args = serde_json::from_str::<Value>(&a.arguments).unwrap_or(Value::Null);
+            work::approved_work(cfg, &a.name, args)
+        })
+        .collect()
+}
+
+/// The turn's calls that need approval, as tool calls for the client (native shape in both modes):
+/// under the model's call ids, or ids made from the request's id and the turn.
+pub fn calls_for_client(work: &[Work], call_ids: &[String], request: &str, turn: u32) -> Vec<Value> {
+    let calls = work.iter().enumerate().filter_map(|(i, w)| match w {
+        Work::Confirm { name, args } => {
+            let id = call_ids.get(i).cloned().unwrap_or_else(|| format!("call_{request}_{turn}_{i}"));
+            Some(serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+        }
+        _ => None,
+    });
+    calls.collect()
 }
 
 fn is_approval(text: &str) -> bool {

@@ -2,7 +2,7 @@
 //! observations returned in the order of the calls. A call whose API allows retries is kept until it
 //! is answered, so that it can be sent again after a backoff.
 
-use super::protocol::CallId;
+use super::protocol::{CallId, Event};
 use super::work::{ToolCall, Work};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -107,6 +107,15 @@ impl Batch {
 
     pub fn waits_for(&self, id: CallId) -> bool {
         self.in_flight.contains_key(&id)
+    }
+
+    /// The event is for this batch: an answer to one of its calls, or a wake-up for its retries.
+    pub fn takes(&self, event: &Event<'_>) -> bool {
+        match event {
+            Event::CallReply { id, .. } | Event::CallFailed { id, .. } => self.waits_for(*id),
+            Event::Wake => true,
+            _ => false,
+        }
     }
 
     /// Stores the observation for call `id`, made from its tool's name.

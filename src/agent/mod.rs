@@ -20,6 +20,7 @@ mod report;
 mod retry;
 pub mod sessions;
 mod steps;
+mod tool_phase;
 mod work;
 
 use crate::config::Config;
@@ -39,7 +40,8 @@ use retry::Retry;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use steps::ToolStatus;
+use tool_phase::ToolPhase;
+use work::Work;
 
 /// What the agent waits for next.
 #[derive(Debug)]
@@ -234,28 +236,12 @@ impl Agent {
                 self.on_llm_failed(state, id, failure, now_ms)
             }
             (state @ (State::AwaitLlm(..) | State::AwaitFormat(..)), Event::Wake) => self.resend_llm(state, now_ms),
-            (State::AwaitTools(c, mut b), Event::CallReply { id, status, headers, body }) if b.waits_for(id) => {
-                self.on_tool_reply(&mut b, id, status, headers, body, now_ms);
+            (State::AwaitTools(c, mut b), event) if b.takes(&event) => {
+                self.tools().on_event(&mut b, event, now_ms);
                 self.on_tool_done(c, b, now_ms)
             }
-            (State::AwaitTools(c, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
-                self.on_tool_failure(&mut b, id, failure, now_ms);
-                self.on_tool_done(c, b, now_ms)
-            }
-            (State::AwaitTools(c, mut b), Event::Wake) => {
-                b.wake(now_ms);
-                self.on_tool_done(c, b, now_ms)
-            }
-            (State::AwaitApproved(a, mut b), Event::CallReply { id, status, headers, body }) if b.waits_for(id) => {
-                self.on_tool_reply(&mut b, id, status, headers, body, now_ms);
-                self.on_approved_done(a, b, now_ms)
-            }
-            (State::AwaitApproved(a, mut b), Event::CallFailed { id, failure }) if b.waits_for(id) => {
-                self.on_tool_failure(&mut b, id, failure, now_ms);
-                self.on_approved_done(a, b, now_ms)
-            }
-            (State::AwaitApproved(a, mut b), Event::Wake) => {
-                b.wake(now_ms);
+            (State::AwaitApproved(a, mut b), event) if b.takes(&event) => {
+                self.tools().on_event(&mut b, event, now_ms);
                 self.on_approved_done(a, b, now_ms)
             }
             (state, event) => {
@@ -290,14 +276,8 @@ impl Agent {
         }
         // Approved calls run first, by callout; the turns then run as in `loop: request`.
         let messages: Vec<usize> = approved.iter().map(|a| a.message).collect();
-        let work: Vec<work::Work> = approved
-            .iter()
-            .map(|a| {
-                let args = serde_json::from_str::<Value>(&a.arguments).unwrap_or(Value::Null);
-                work::approved_work(&self.cfg, &a.name, args)
-            })
-            .collect();
-        self.count_work(&work);
+        let work = approval::work(&self.cfg, &approved);
+        self.tools().count(&work);
         let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
         self.on_approved_done(Box::new(Approved { req, json, messages }), batch, now_ms)
     }
@@ -305,7 +285,7 @@ impl Agent {
     /// Sends what the approved calls may start now; once all are answered, their results replace the
     /// approvals in the conversation and the first LLM turn goes out.
     fn on_approved_done(&mut self, mut a: Box<Approved>, mut b: Box<Batch>, now_ms: u64) -> Step {
-        let commands = self.dispatch_batch(&mut b, now_ms);
+        let commands = self.tools().dispatch(&mut b, now_ms);
         if !b.is_complete() {
             return (State::AwaitApproved(a, b), commands);
         }
@@ -395,11 +375,11 @@ impl Agent {
                 let content = message.get("content").and_then(Value::as_str).unwrap_or("").to_string();
                 self.finish(&c, &content, FinishReason::ToolCalls, message.get("tool_calls"))
             }
-            Ok(Next::Tools(work)) if work.iter().any(|w| matches!(w, work::Work::Confirm { .. })) => {
+            Ok(Next::Tools(work)) if work.iter().any(|w| matches!(w, Work::Confirm { .. })) => {
                 self.ask_approval(&c, &work)
             }
             Ok(Next::Tools(work)) => {
-                self.count_work(&work);
+                self.tools().count(&work);
                 if let Some(e) = self.calls.deadline_error(now_ms) {
                     return self.fail(e);
                 }
@@ -415,7 +395,7 @@ impl Agent {
     /// Dispatches what the batch may start now; once every call of the turn is answered, feeds the
     /// observations back and asks the LLM again.
     fn on_tool_done(&mut self, c: Convo, mut b: Box<Batch>, now_ms: u64) -> Step {
-        let commands = self.dispatch_batch(&mut b, now_ms);
+        let commands = self.tools().dispatch(&mut b, now_ms);
         if b.is_complete() {
             let mut c = c;
             if let Some(last) = b.last_real() {
@@ -424,27 +404,6 @@ impl Agent {
             return self.next_turn(c, b.into_observations(), now_ms);
         }
         (State::AwaitTools(c, b), commands)
-    }
-
-    /// The calls of a batch that may start now.
-    fn dispatch_batch(&mut self, b: &mut Batch, now_ms: u64) -> Vec<Command> {
-        let mut commands = Vec::new();
-        while let Some((id, call)) = b.take(|| self.calls.mint()) {
-            let (call, started) = self.mcp_step(b, id, call);
-            let timeout = self.calls.bounded(call.timeout_ms, now_ms);
-            let call = call.into_call(id, timeout);
-            self.calls.went_out(id, now_ms, timeout, started.unwrap_or(now_ms));
-            log::debug!(
-                "#{} tool {}: {} {} {}",
-                self.meta.id,
-                b.name_of(id).unwrap_or_default(),
-                call.cluster,
-                call.method,
-                truncate(&call.path, 200)
-            );
-            commands.push(Command::Dispatch(call));
-        }
-        commands
     }
 
     /// Feeds the observations back and asks the LLM again, by callout.
@@ -513,94 +472,6 @@ impl Agent {
         (state, vec![Command::Dispatch(call)])
     }
 
-    /// The request to send now for `call` under `id` (the next step of an MCP call, or the call as it
-    /// is), and when the call was first sent.
-    fn mcp_step(&mut self, b: &mut Batch, id: CallId, mut call: work::ToolCall) -> (work::ToolCall, Option<u64>) {
-        let Some(h) = call.mcp.as_mut() else {
-            return (call, None);
-        };
-        let rpc_id = format!("{}-{}", self.meta.id, id.0);
-        let Some(request) = h.request(&self.cfg.apis, &self.mcp_sessions, &call.request, &rpc_id) else {
-            return (call, None);
-        };
-        let started = h.started();
-        let send = work::ToolCall { cluster: call.cluster.clone(), request, timeout_ms: call.timeout_ms, mcp: None };
-        b.hold(id, call);
-        (send, started)
-    }
-
-    /// Reads the reply to an MCP step: the next step is queued in `b`, or the handshake failed, or the
-    /// reply is the tool's own.
-    fn mcp_reply(
-        &mut self,
-        b: &mut Batch,
-        id: CallId,
-        status: u16,
-        headers: &[(String, String)],
-        body: &[u8],
-        sent: Option<u64>,
-    ) -> mcp::Reply {
-        let Some(mut call) = b.release(id) else {
-            return mcp::Reply::Observe;
-        };
-        let Some(h) = call.mcp.as_mut() else {
-            return mcp::Reply::Observe;
-        };
-        let name = b.name_of(id).unwrap_or_default();
-        let reply = h.on_reply(&mut self.mcp_sessions, (&self.meta.id, name), status, headers, body);
-        if let mcp::Reply::Next = reply {
-            h.went_on(sent);
-            b.resume(id, call);
-        }
-        reply
-    }
-
-    /// A tool's reply: its observation, or a retry later.
-    fn on_tool_reply(
-        &mut self,
-        b: &mut Batch,
-        id: CallId,
-        status: u16,
-        headers: &[(String, String)],
-        body: &[u8],
-        now_ms: u64,
-    ) {
-        let sent = self.calls.forget(id);
-        let ms = sent.map_or(0, |sent| now_ms.saturating_sub(sent));
-        let status = match self.mcp_reply(b, id, status, headers, body, sent) {
-            mcp::Reply::Next => return,
-            mcp::Reply::Failed(observation) => {
-                self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, ms);
-                self.tool_step(b, id, ToolStatus::Http(status), &observation, now_ms);
-                return b.reply(id, |_| observation);
-            }
-            mcp::Reply::Observe => status,
-        };
-        self.tool_answered(b, id, ToolClass::of_status(status), Some(status), body, ms);
-        let wait = retry::status_wait(status, headers);
-        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
-        let observation = work::tool_observation(&self.cfg, &name, status, headers, body);
-        self.tool_step(b, id, ToolStatus::Http(status), &observation, now_ms);
-        if !self.retry_tool(b, id, wait, now_ms) {
-            b.reply(id, |_| observation);
-        }
-    }
-
-    /// A tool call that failed: what the model is told, or a retry later.
-    fn on_tool_failure(&mut self, b: &mut Batch, id: CallId, failure: &Failure, now_ms: u64) {
-        b.release(id);
-        let (failure, ms) = self.calls.failed(id, failure, now_ms);
-        let class = if failure == Failure::Timeout { ToolClass::TimedOut } else { ToolClass::Failed };
-        self.tool_answered(b, id, class, None, failure.to_string().as_bytes(), ms.unwrap_or(0));
-        let wait = retry::failure_wait(&failure);
-        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
-        let observation = format!("The call to '{name}' {failure}.");
-        self.tool_step(b, id, ToolStatus::Ended(class), &observation, now_ms);
-        if !self.retry_tool(b, id, wait, now_ms) {
-            b.reply(id, |_| observation);
-        }
-    }
-
     /// Times an answered LLM callout; a failing one gets a warning with an excerpt of its body.
     fn llm_answered(&mut self, id: CallId, status: u16, body: &[u8], now_ms: u64) -> Option<u64> {
         let ms = self.calls.answered(id, now_ms);
@@ -619,75 +490,24 @@ impl Agent {
         self.steps.llm(ms, steps::delta(c.usage, before));
     }
 
-    /// Records a tool call's end; a failing one gets a warning with an excerpt of its body.
-    fn tool_answered(&mut self, b: &Batch, id: CallId, class: ToolClass, status: Option<u16>, body: &[u8], ms: u64) {
-        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
-        if class != ToolClass::Ok2xx {
-            let what = status.map_or_else(|| class.as_str().to_string(), |s| format!("HTTP {s}"));
-            log::warn!("#{} tool {name} (call {}) {what} after {ms} ms: {}", self.meta.id, id.0, calls::excerpt(body));
-        }
-        self.report.tools.push(ToolRecord { name, class, status, ms });
-    }
-
-    /// The step of a tool call just answered (after `tool_answered`, which timed it).
-    fn tool_step(&mut self, b: &Batch, id: CallId, status: ToolStatus, observation: &str, _now_ms: u64) {
-        if !self.steps.is_on() {
-            return;
-        }
-        let ms = self.report.tools.last().map_or(0, |t| t.ms);
-        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
-        self.steps.tool(&name, b.args_of(id).unwrap_or(""), status, observation, ms);
-    }
-
-    /// The turn's calls of `policy.confirm` tools go back to the client as tool calls (native shape in
-    /// both modes); the turn's other calls are not run (the model asks again once the client answers).
-    fn ask_approval(&mut self, c: &Convo, work: &[work::Work]) -> Step {
-        let calls: Vec<Value> = work
-            .iter()
-            .enumerate()
-            .filter_map(|(i, w)| match w {
-                work::Work::Confirm { name, args } => {
-                    let id = c.call_ids.get(i).cloned().unwrap_or_else(|| format!("call_{}_{}_{i}", self.meta.id, c.iterations));
-                    Some(serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
-                }
-                _ => None,
-            })
-            .collect();
+    /// The turn's calls of `policy.confirm` tools go back to the client; the turn's other calls are not
+    /// run (the model asks again once the client answers).
+    fn ask_approval(&mut self, c: &Convo, work: &[Work]) -> Step {
+        let calls = approval::calls_for_client(work, &c.call_ids, &self.meta.id, c.iterations);
         log::info!("#{} {} call(s) returned to the client for approval", self.meta.id, calls.len());
         self.finish(c, "", FinishReason::ToolCalls, Some(&Value::Array(calls)))
     }
 
-    /// Counts a turn's malformed output and the calls refused before sending.
-    fn count_work(&mut self, work: &[work::Work]) {
-        for w in work {
-            match w {
-                work::Work::Known(_) => self.report.malformed += 1,
-                work::Work::Refused { name, observation, .. } => {
-                    self.steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
-                    let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
-                    self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
-                }
-                work::Work::Call { .. } | work::Work::Confirm { .. } => {}
-            }
+    /// The tool phase's view of the agent, for one event.
+    fn tools(&mut self) -> ToolPhase<'_> {
+        ToolPhase {
+            cfg: &self.cfg,
+            request: &self.meta.id,
+            calls: &mut self.calls,
+            sessions: &mut self.mcp_sessions,
+            report: &mut self.report,
+            steps: &mut self.steps,
         }
-    }
-
-    /// A tool call sent again later, if its API allows retries for its method.
-    fn retry_tool(&mut self, b: &mut Batch, id: CallId, wait: Option<retry::Wait>, now_ms: u64) -> bool {
-        let Some(wait) = wait else {
-            return false;
-        };
-        let Some(attempt) = b.attempts_left(id).map(|(done, _)| done) else {
-            return false;
-        };
-        let Some(due) = self.calls.retry_due(now_ms, attempt, wait) else {
-            return false;
-        };
-        let retried = b.retry_later(id, due);
-        if retried {
-            log::info!("#{} tool call {} {}; retried in {} ms", self.meta.id, id.0, wait.why(), due - now_ms);
-        }
-        retried
     }
 
     fn on_format(
