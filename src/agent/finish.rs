@@ -3,7 +3,7 @@
 
 use super::error::{AgentError, ErrorCode};
 use super::live::Live;
-use super::protocol::Reply;
+use super::protocol::{CallId, Command, Reply};
 use crate::doc::truncate;
 use crate::openai::answer::{self, Answer};
 use serde_json::Value;
@@ -34,6 +34,22 @@ impl Response {
     pub fn open(&mut self, body: Vec<u8>) -> Reply {
         self.responding = true;
         Reply { status: 200, content_type: answer::SSE, body }
+    }
+
+    /// The head of a streamed LLM turn: a 2xx SSE reply is read as it comes.
+    pub fn head_of(&mut self, id: CallId, status: u16, event_stream: bool) {
+        if let Some(l) = self.live.as_mut() {
+            l.head_of(id, status, event_stream);
+        }
+    }
+
+    /// The next bytes of a streamed LLM turn: what the client gets of them now, if anything (the
+    /// first answer text opens its stream).
+    pub fn data(&mut self, id: CallId, data: &[u8], model: &str, now_ms: u64) -> Option<Command> {
+        match self.live.as_mut()?.data(id, data, model, now_ms)? {
+            (true, body) => Some(Command::Open(self.open(body))),
+            (false, bytes) => Some(Command::Send(bytes)),
+        }
     }
 
     /// Live streaming: the loop goes on to tools, so the client's stream starts now (once).

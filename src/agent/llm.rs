@@ -69,17 +69,26 @@ pub fn call(cfg: &Config, calls: &mut Calls, body: Vec<u8>, now_ms: u64) -> Retr
     Retry { call, attempt: 0, due: None }
 }
 
-/// Schedules `r` to be sent again, if `wait` says it may be retried and a retry is left that ends
-/// before the deadline: why, and when.
-pub fn retry(cfg: &Config, calls: &mut Calls, r: &mut Retry, wait: Option<Wait>, now_ms: u64) -> Option<(Wait, u64)> {
-    let wait = wait?;
-    if r.attempt >= cfg.llm.max_retries {
-        return None;
-    }
-    let due = calls.retry_due(now_ms, r.attempt, wait)?;
+/// Schedules `r` (of request `#request`) to be sent again, if `wait` says it may be retried and a
+/// retry is left that ends before the deadline.
+pub fn retry(
+    cfg: &Config,
+    calls: &mut Calls,
+    (r, request): (&mut Retry, &str),
+    wait: Option<Wait>,
+    now_ms: u64,
+) -> bool {
+    let Some(wait) = wait.filter(|_| r.attempt < cfg.llm.max_retries) else {
+        return false;
+    };
+    let Some(due) = calls.retry_due(now_ms, r.attempt, wait) else {
+        return false;
+    };
     r.attempt += 1;
     r.due = Some(due);
-    Some((wait, due))
+    let (id, why, max) = (r.call.id.0, wait.why(), cfg.llm.max_retries);
+    log::info!("#{request} LLM call {id} {why}; retry {} of {max} in {} ms", r.attempt, due - now_ms);
+    true
 }
 
 /// The call `r` again under a new id, once its backoff is over.
@@ -92,6 +101,17 @@ pub fn resend(cfg: &Config, calls: &mut Calls, r: &mut Retry, now_ms: u64) -> Op
     r.call.timeout_ms = calls.bounded(cfg.llm.upstream.timeout_ms, now_ms);
     calls.went_out(r.call.id, now_ms, r.call.timeout_ms, now_ms);
     Some(r.call.clone())
+}
+
+/// The first turn's body as the route forwards it: within maxResponseBytes, the buffer it goes
+/// through.
+pub fn forwardable(cfg: &Config, body: Vec<u8>) -> Result<Vec<u8>, AgentError> {
+    if body.len() <= cfg.max_response_bytes {
+        return Ok(body);
+    }
+    let (len, max) = (body.len(), cfg.max_response_bytes);
+    let why = format!("the rewritten request is {len} bytes, more than maxResponseBytes ({max})");
+    Err(AgentError::new(413, ErrorCode::RequestTooLarge, why))
 }
 
 /// A non-2xx LLM reply ends the request; the provider's status and body say why.

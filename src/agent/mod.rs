@@ -137,25 +137,11 @@ impl Agent {
 
     /// The stream ended with the client holding `status` from the host (Envoy's own reply when it gave
     /// up on the held upstream reply, or an answer it could not write): the report says what the client
-    /// got rather than `cancelled` or the answer the agent meant. No status (the client left): as is.
-    /// A 2xx while the agent still ran is its own stream the client left: still `cancelled`.
+    /// got rather than `cancelled` or the answer the agent meant.
     pub fn host_answered(&mut self, status: u16, now_ms: u64) {
-        let same = self.is_done() && self.report.status == status;
-        let left = !self.is_done() && (200..300).contains(&status);
-        if !(100..600).contains(&status) || same || left {
-            return;
+        if self.report.host_answered(status, self.is_done(), now_ms) {
+            log::info!("#{} the client got HTTP {status} from Envoy itself", self.meta.id);
         }
-        log::info!("#{} the client got HTTP {status} from Envoy itself", self.meta.id);
-        if !self.is_done() {
-            self.report.ended_ms = now_ms;
-        }
-        self.report.status = status;
-        self.report.code = Some(ErrorCode::HostReply.as_str());
-        self.report.outcome = if (200..300).contains(&status) {
-            Outcome::Answered
-        } else {
-            Outcome::of_error(status, ErrorCode::HostReply)
-        };
     }
 
     pub fn is_done(&self) -> bool {
@@ -202,17 +188,11 @@ impl Agent {
                 self.on_llm(c, status, body, None, now_ms)
             }
             (State::AwaitLlm(r, c), Event::CallHead { id, status, headers }) if r.call.id == id => {
-                if let Some(l) = self.response.live.as_mut() {
-                    l.head_of(id, status, llm::is_event_stream(headers));
-                }
+                self.response.head_of(id, status, llm::is_event_stream(headers));
                 (State::AwaitLlm(r, c), Vec::new())
             }
             (State::AwaitLlm(r, c), Event::CallData { id, data }) if r.call.id == id => {
-                let command = match self.response.live.as_mut().and_then(|l| l.data(id, data, &c.model, now_ms)) {
-                    Some((true, body)) => Some(Command::Open(self.response.open(body))),
-                    Some((false, bytes)) => Some(Command::Send(bytes)),
-                    None => None,
-                };
+                let command = self.response.data(id, data, &c.model, now_ms);
                 (State::AwaitLlm(r, c), command.into_iter().collect())
             }
             (state, Event::CallHead { .. } | Event::CallData { .. }) => (state, Vec::new()),
@@ -245,7 +225,7 @@ impl Agent {
                 self.on_approved_done(a, b, now_ms)
             }
             (state, event) => {
-                log::warn!("#{} ignored an event the agent does not wait for: {}", self.meta.id, describe(&event));
+                log::warn!("#{} ignored an event the agent does not wait for: {}", self.meta.id, event.describe());
                 (state, Vec::new())
             }
         }
@@ -313,18 +293,10 @@ impl Agent {
             };
             return self.ask(c, body, now_ms);
         }
-        if body.len() > self.cfg.max_response_bytes {
-            return self.fail(AgentError::new(
-                413,
-                ErrorCode::RequestTooLarge,
-                format!(
-                    "the rewritten request is {} bytes, more than maxResponseBytes ({})",
-                    body.len(),
-                    self.cfg.max_response_bytes
-                ),
-            ));
+        match llm::forwardable(&self.cfg, body) {
+            Ok(body) => (State::AwaitFirstLlm(c), vec![Command::Forward { body }]),
+            Err(e) => self.fail(e),
         }
-        (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
     }
 
     /// A streamed turn's reply is read from what came as data; a retryable failure goes again.
@@ -440,20 +412,9 @@ impl Agent {
     /// Schedules the LLM call `r` to be sent again, if `wait` says it may be retried and a retry is
     /// left that ends before the deadline.
     fn retry_llm(&mut self, r: &mut Retry, wait: Option<retry::Wait>, now_ms: u64) -> bool {
-        let Some((wait, due)) = llm::retry(&self.cfg, &mut self.calls, r, wait, now_ms) else {
-            return false;
-        };
-        self.report.llm_retries += 1;
-        log::info!(
-            "#{} LLM call {} {}; retry {} of {} in {} ms",
-            self.meta.id,
-            r.call.id.0,
-            wait.why(),
-            r.attempt,
-            self.cfg.llm.max_retries,
-            due - now_ms
-        );
-        true
+        let retried = llm::retry(&self.cfg, &mut self.calls, (r, &self.meta.id), wait, now_ms);
+        self.report.llm_retries += u32::from(retried);
+        retried
     }
 
     /// The backoff of the LLM call is over: the same request goes out again under a new id. An early
@@ -599,17 +560,5 @@ fn llm_call_of(state: &State) -> Option<CallId> {
     match state {
         State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => Some(r.call.id),
         _ => None,
-    }
-}
-
-fn describe(e: &Event<'_>) -> String {
-    match e {
-        Event::ClientRequest { .. } => "client request".into(),
-        Event::UpstreamReply { status, .. } => format!("upstream reply {status}"),
-        Event::CallHead { id, status, .. } => format!("head {status} of call {}", id.0),
-        Event::CallData { id, .. } => format!("data of call {}", id.0),
-        Event::CallReply { id, status, .. } => format!("reply {status} to call {}", id.0),
-        Event::CallFailed { id, .. } => format!("failure of call {}", id.0),
-        Event::Wake => "wake-up".into(),
     }
 }

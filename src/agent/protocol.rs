@@ -86,6 +86,21 @@ pub enum Event<'a> {
     Wake,
 }
 
+impl Event<'_> {
+    /// The event in a few words, for a log line.
+    pub fn describe(&self) -> String {
+        match self {
+            Event::ClientRequest { .. } => "client request".into(),
+            Event::UpstreamReply { status, .. } => format!("upstream reply {status}"),
+            Event::CallHead { id, status, .. } => format!("head {status} of call {}", id.0),
+            Event::CallData { id, .. } => format!("data of call {}", id.0),
+            Event::CallReply { id, status, .. } => format!("reply {status} to call {}", id.0),
+            Event::CallFailed { id, .. } => format!("failure of call {}", id.0),
+            Event::Wake => "wake-up".into(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     pub id: CallId,

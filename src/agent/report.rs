@@ -160,6 +160,28 @@ impl Report {
         self.ended_ms = ended_ms;
     }
 
+    /// The client got `status` from the host itself (`done`: after the agent's own answer): the
+    /// report says what the client got. False when that changes nothing: no status (the client
+    /// left), the status the agent sent, or a 2xx while the agent still ran (its own stream, left).
+    pub fn host_answered(&mut self, status: u16, done: bool, now_ms: u64) -> bool {
+        let same = done && self.status == status;
+        let left = !done && (200..300).contains(&status);
+        if !(100..600).contains(&status) || same || left {
+            return false;
+        }
+        if !done {
+            self.ended_ms = now_ms;
+        }
+        self.status = status;
+        self.code = Some(ErrorCode::HostReply.as_str());
+        self.outcome = if (200..300).contains(&status) {
+            Outcome::Answered
+        } else {
+            Outcome::of_error(status, ErrorCode::HostReply)
+        };
+        true
+    }
+
     pub fn total_ms(&self) -> u64 {
         self.ended_ms.saturating_sub(self.started_ms)
     }
