@@ -1,11 +1,14 @@
 //! How the request ends for the client: its answer as a completion, as SSE chunks, or as the rest of
 //! a live stream; or its error, as a status of its own while nothing was sent, else in the body.
 
+use super::convo::Convo;
 use super::error::{AgentError, ErrorCode};
 use super::live::Live;
-use super::protocol::{CallId, Command, Reply};
+use super::protocol::{CallId, Command, Reply, RequestMeta};
+use crate::config::{Config, Mode};
 use crate::doc::truncate;
-use crate::openai::answer::{self, Answer};
+use crate::openai::answer::{self, Answer, FinishReason};
+use crate::openai::ChatRequest;
 use serde_json::Value;
 
 /// Error messages quote upstream bodies; they stay far below any buffer limit.
@@ -14,20 +17,71 @@ const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
 /// The client's response: how it asked for it, and whether it has begun.
 #[derive(Debug)]
 pub struct Response {
+    /// The completion's id and `created`.
+    id: String,
+    created: u64,
     /// SSE, and a usage chunk in it (`stream_options.include_usage`).
     pub stream: bool,
-    pub include_usage: bool,
+    include_usage: bool,
     /// The client has response headers: its response (a stream, if it asked for one) has begun.
     pub responding: bool,
     /// Live streaming, for a streaming client on a host that declared it.
-    pub live: Option<Live>,
+    live: Option<Live>,
     /// `maxResponseBytes`.
     limit: usize,
 }
 
 impl Response {
-    pub fn new(limit: usize) -> Response {
-        Response { stream: false, include_usage: false, responding: false, live: None, limit }
+    pub fn new(cfg: &Config, meta: &RequestMeta) -> Response {
+        let id = format!("chatcmpl-{}", meta.id);
+        let limit = cfg.max_response_bytes;
+        Response { id, created: meta.unix_s, stream: false, include_usage: false, responding: false, live: None, limit }
+    }
+
+    /// What the client's request asks of its response.
+    pub fn asked(&mut self, req: &ChatRequest) {
+        self.stream = req.stream;
+        self.include_usage = req.include_usage;
+    }
+
+    /// The host streams callouts: a streaming client gets its answer live (`relay`: the text as the
+    /// model writes it; not in JSON mode, where the answer is rewritten).
+    pub fn go_live(&mut self, mode: Mode, relay: bool) {
+        if self.stream {
+            let (id, created, limit) = (self.id.clone(), self.created, self.limit);
+            self.live = Some(Live::new(mode, relay, self.include_usage, id, created, limit));
+        }
+    }
+
+    /// Every turn is a streamed callout, its text relayed as it comes.
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// A streamed LLM turn went out under `id`.
+    pub fn start_turn(&mut self, id: CallId) {
+        if let Some(live) = self.live.as_mut() {
+            live.start_turn(id);
+        }
+    }
+
+    /// The LLM turn `id` is over: whether its text went to the client (it cannot be asked again),
+    /// and its reply as one completion when it came as SSE.
+    pub fn end_turn(&mut self, id: CallId) -> (bool, Option<Result<Vec<u8>, String>>) {
+        let Some(live) = self.live.as_mut() else {
+            return (false, None);
+        };
+        (live.relayed_in(id), live.end_turn(id))
+    }
+
+    /// A keep-alive comment, when a live stream has been silent for a while.
+    pub fn keep_alive(&mut self, now_ms: u64) -> Option<Command> {
+        self.live.as_mut()?.keep_alive(now_ms).map(Command::Send)
+    }
+
+    /// When to wake for the next keep-alive.
+    pub fn next_keep_alive(&self) -> Option<u64> {
+        self.live.as_ref()?.next_keep_alive()
     }
 
     /// The client's stream starts with `body`: from now on a failure is an error event in it.
@@ -59,14 +113,23 @@ impl Response {
     }
 
     /// The answer as the client gets it; `Err` when it is over maxResponseBytes.
-    pub fn answer(&self, a: &Answer<'_>) -> Result<Reply, AgentError> {
+    pub fn answer(
+        &self,
+        c: &Convo,
+        content: &str,
+        finish_reason: FinishReason,
+        tool_calls: Option<&Value>,
+        steps: Option<Value>,
+    ) -> Result<Reply, AgentError> {
+        let (model, usage) = (c.model.as_str(), c.usage);
+        let a = Answer { id: &self.id, created: self.created, model, content, finish_reason, usage, tool_calls, steps };
         let (content_type, body, sent) = match self.live.as_ref().filter(|l| l.is_open()) {
             Some(live) => {
-                let rest = live.rest_of(a.content);
-                (answer::SSE, answer::rest(a, &live.head(), &rest), live.sent_bytes)
+                let rest = live.rest_of(content);
+                (answer::SSE, answer::rest(&a, &live.head(), &rest), live.sent_bytes)
             }
-            None if self.stream => (answer::SSE, answer::chunks(a, self.include_usage), 0),
-            None => (answer::JSON, answer::completion(a), 0),
+            None if self.stream => (answer::SSE, answer::chunks(&a, self.include_usage), 0),
+            None => (answer::JSON, answer::completion(&a), 0),
         };
         if sent + body.len() > self.limit {
             return Err(AgentError::new(

@@ -9,7 +9,6 @@ use super::convo::{Convo, Next};
 use super::error::{AgentError, ErrorCode};
 use super::finish::{self, Response};
 use super::format::{self, Format, Target};
-use super::live::Live;
 use super::llm;
 use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
@@ -20,7 +19,7 @@ use super::tool_phase::ToolPhase;
 use super::work::Work;
 use crate::config::{Config, LoopPhase};
 use crate::doc::truncate;
-use crate::openai::answer::{Answer, FinishReason};
+use crate::openai::answer::FinishReason;
 use crate::openai::{ChatRequest, Usage};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -76,7 +75,7 @@ impl Machine {
         let want_steps = meta.steps || cfg.return_steps;
         let steps = Steps::new(want_steps, if want_steps { cfg.secrets() } else { Vec::new() });
         Machine {
-            response: Response::new(cfg.max_response_bytes),
+            response: Response::new(&cfg, &meta),
             now: meta.now_ms,
             cfg,
             meta,
@@ -91,10 +90,7 @@ impl Machine {
     /// Feeds one event; the commands are for the host to run now (`Agent::handle`).
     pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Vec<Command> {
         self.now = now_ms;
-        let keep_alive = match (&event, self.response.live.as_mut()) {
-            (Event::Wake, Some(live)) => live.keep_alive(now_ms).map(Command::Send),
-            _ => None,
-        };
+        let keep_alive = if let Event::Wake = event { self.response.keep_alive(now_ms) } else { None };
         let state = std::mem::replace(&mut self.state, State::Done);
         let (state, mut commands) = self.step(state, event, now_ms);
         if let Some(send) = keep_alive.filter(|_| !matches!(state, State::Done)) {
@@ -114,7 +110,7 @@ impl Machine {
             State::Done => return None,
             _ => None,
         };
-        let keep_alive = self.response.live.as_ref().and_then(|l| l.next_keep_alive());
+        let keep_alive = self.response.next_keep_alive();
         due.into_iter().chain(keep_alive).min()
     }
 
@@ -174,22 +170,18 @@ impl Machine {
             Ok(r) => r,
             Err(e) => return self.fail(AgentError::new(400, ErrorCode::InvalidRequest, e)),
         };
-        self.response.stream = req.stream;
-        self.response.include_usage = req.include_usage;
+        self.response.asked(&req);
         let json = match Target::for_request(&self.cfg, &req) {
             Ok(t) => t,
             Err(e) => return self.fail(e),
         };
-        if self.meta.live && req.stream {
-            let id = format!("chatcmpl-{}", self.meta.id);
-            let relay = json.is_none();
-            let (mode, limit) = (self.cfg.mode, self.cfg.max_response_bytes);
-            self.response.live = Some(Live::new(mode, relay, req.include_usage, id, self.meta.unix_s, limit));
+        if self.meta.live {
+            self.response.go_live(self.cfg.mode, json.is_none());
         }
         let approved = approval::scan(&self.cfg, &mut req);
         if approved.is_empty() {
             // Live streaming needs every turn to be a streamed callout.
-            let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.response.live.is_some();
+            let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.response.is_live();
             return self.begin(req, json, first_by_callout, now_ms);
         }
         // Approved calls run first, by callout; the turns then run as in `loop: request`.
@@ -223,7 +215,7 @@ impl Machine {
         if first_by_callout {
             // Every turn is a callout, the first one too: it can be retried, and its failure still has
             // its own status.
-            let body = if self.response.live.is_some() {
+            let body = if self.response.is_live() {
                 c.stream_turns();
                 c.body(&self.cfg, self.cfg.llm.model.as_deref())
             } else {
@@ -241,8 +233,7 @@ impl Machine {
     fn on_llm_reply(&mut self, mut r: Retry, c: Convo, reply: (u16, &[(String, String)], &[u8]), now_ms: u64) -> Step {
         let ((status, headers, body), id) = (reply, r.call.id);
         let ms = self.llm_answered(id, status, body, now_ms);
-        let relayed = self.response.live.as_ref().is_some_and(|l| l.relayed_in(id));
-        let streamed = self.response.live.as_mut().and_then(|l| l.end_turn(id));
+        let (relayed, streamed) = self.response.end_turn(id);
         let wait = retry::status_wait(status, headers).filter(|_| !relayed);
         if self.retry_llm(&mut r, wait, now_ms) {
             return (State::AwaitLlm(r, c), Vec::new());
@@ -303,25 +294,19 @@ impl Machine {
     }
 
     /// Dispatches what the batch may start now; once every call of the turn is answered, feeds the
-    /// observations back and asks the LLM again.
-    fn on_tool_done(&mut self, c: Convo, mut b: Box<Batch>, now_ms: u64) -> Step {
+    /// observations back and asks the LLM again, by callout.
+    fn on_tool_done(&mut self, mut c: Convo, mut b: Box<Batch>, now_ms: u64) -> Step {
         let commands = self.tools().dispatch(&mut b, now_ms);
-        if b.is_complete() {
-            let mut c = c;
-            if let Some(last) = b.last_real() {
-                c.last_observation = last.to_string();
-            }
-            return self.next_turn(c, b.into_observations(), now_ms);
+        if !b.is_complete() {
+            return (State::AwaitTools(c, b), commands);
         }
-        (State::AwaitTools(c, b), commands)
-    }
-
-    /// Feeds the observations back and asks the LLM again, by callout.
-    fn next_turn(&mut self, mut c: Convo, observations: Vec<String>, now_ms: u64) -> Step {
+        if let Some(last) = b.last_real() {
+            c.last_observation = last.to_string();
+        }
         if let Some(e) = self.calls.deadline_error(now_ms) {
             return self.fail(e);
         }
-        let body = llm::observe(&mut c, &self.cfg, observations);
+        let body = llm::observe(&mut c, &self.cfg, b.into_observations());
         self.ask(c, body, now_ms)
     }
 
@@ -330,10 +315,7 @@ impl Machine {
         let (failure, _) = self.calls.failed(id, failure, now_ms);
         log::warn!("#{} LLM call {} {failure}", self.meta.id, id.0);
         // A turn whose text the client already has cannot be asked again.
-        let relayed = self.response.live.as_ref().is_some_and(|l| l.relayed_in(id));
-        if let Some(l) = self.response.live.as_mut() {
-            l.end_turn(id);
-        }
+        let (relayed, _) = self.response.end_turn(id);
         let wait = retry::failure_wait(&failure).filter(|_| !relayed);
         let retried = match &mut state {
             State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => self.retry_llm(r, wait, now_ms),
@@ -365,8 +347,8 @@ impl Machine {
         let Some(call) = call else {
             return (state, Vec::new());
         };
-        if let (true, Some(live)) = (call.stream, self.response.live.as_mut()) {
-            live.start_turn(call.id);
+        if call.stream {
+            self.response.start_turn(call.id);
         }
         (state, vec![Command::Dispatch(call)])
     }
@@ -456,29 +438,18 @@ impl Machine {
     /// An agent turn's LLM callout: streamed when the answer goes to the client live.
     fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
-        if let Some(live) = self.response.live.as_mut() {
+        if self.response.is_live() {
             r.call.stream = true;
-            live.start_turn(r.call.id);
+            self.response.start_turn(r.call.id);
         }
         let call = r.call.clone();
         (State::AwaitLlm(r, c), vec![Command::Dispatch(call)])
     }
 
-    fn finish(&mut self, c: &Convo, content: &str, finish_reason: FinishReason, tool_calls: Option<&Value>) -> Step {
-        let id = format!("chatcmpl-{}", self.meta.id);
-        let a = Answer {
-            id: &id,
-            created: self.meta.unix_s,
-            model: &c.model,
-            content,
-            finish_reason,
-            usage: c.usage,
-            tool_calls,
-            steps: self.steps.value(),
-        };
-        match self.response.answer(&a) {
+    fn finish(&mut self, c: &Convo, content: &str, reason: FinishReason, tool_calls: Option<&Value>) -> Step {
+        match self.response.answer(c, content, reason, tool_calls, self.steps.value()) {
             Ok(reply) => {
-                self.report.answered(finish_reason == FinishReason::Length, self.now);
+                self.report.answered(reason == FinishReason::Length, self.now);
                 (State::Done, vec![Command::Reply(reply)])
             }
             Err(e) => self.fail(e),
