@@ -1,7 +1,7 @@
 //! JSON mode: after the loop's final answer, one more LLM call (retried on failure) turns it into JSON
 //! that is valid against the schema: the client's `response_format`, else `jsonResp.jsonSchema`.
 
-use super::{AgentError, ErrorCode};
+use super::error::{AgentError, ErrorCode};
 use crate::config::Config;
 use crate::openai::{ChatRequest, LlmReply, Usage};
 use crate::prompt::json_format::{extract, request_messages, retry_message};

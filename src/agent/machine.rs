@@ -102,6 +102,7 @@ impl Machine {
         }
         commands
     }
+
     /// The earliest time a waiting retry is due, if the request is still running.
     fn wake_at(&self) -> Option<u64> {
         let due = match &self.state {
@@ -133,16 +134,10 @@ impl Machine {
             (State::AwaitLlm(r, c), Event::CallReply { id, status, headers, body }) if r.call.id == id => {
                 self.on_llm_reply(r, c, (status, headers, body), now_ms)
             }
-            (State::AwaitFormat(mut r, c, f, reason), Event::CallReply { id, status, headers, body })
+            (State::AwaitFormat(r, c, f, reason), Event::CallReply { id, status, headers, body })
                 if r.call.id == id =>
             {
-                let ms = self.llm_answered(id, status, body, now_ms);
-                // A refused response_format is stepped down at once, not sent again as it was.
-                let wait = retry::status_wait(status, headers).filter(|_| !f.has_response_format() || status == 429);
-                match self.retry_llm(&mut r, wait, now_ms) {
-                    true => (State::AwaitFormat(r, c, f, reason), Vec::new()),
-                    false => self.on_format(c, f, reason, (status, body, ms), now_ms),
-                }
+                self.on_format(r, (c, f, reason), (status, headers, body), now_ms)
             }
             (state @ (State::AwaitLlm(..) | State::AwaitFormat(..)), Event::CallFailed { id, failure })
                 if llm_call_of(&state) == Some(id) =>
@@ -229,6 +224,17 @@ impl Machine {
         }
     }
 
+    /// An agent turn's LLM callout: streamed when the answer goes to the client live.
+    fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
+        let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
+        if self.response.is_live() {
+            r.call.stream = true;
+            self.response.start_turn(r.call.id);
+        }
+        let call = r.call.clone();
+        (State::AwaitLlm(r, c), vec![Command::Dispatch(call)])
+    }
+
     /// A streamed turn's reply is read from what came as data; a retryable failure goes again.
     fn on_llm_reply(&mut self, mut r: Retry, c: Convo, reply: (u16, &[(String, String)], &[u8]), now_ms: u64) -> Step {
         let ((status, headers, body), id) = (reply, r.call.id);
@@ -310,6 +316,14 @@ impl Machine {
         self.ask(c, body, now_ms)
     }
 
+    /// The turn's calls of `policy.confirm` tools go back to the client; the turn's other calls are not
+    /// run (the model asks again once the client answers).
+    fn ask_approval(&mut self, c: &Convo, work: &[Work]) -> Step {
+        let calls = approval::calls_for_client(work, &c.call_ids, &self.meta.id, c.iterations);
+        log::info!("#{} {} call(s) returned to the client for approval", self.meta.id, calls.len());
+        self.finish(c, "", FinishReason::ToolCalls, Some(&Value::Array(calls)))
+    }
+
     /// A failed LLM call: sent again after a backoff while retries and time are left, else the end.
     fn on_llm_failed(&mut self, mut state: State, id: CallId, failure: &Failure, now_ms: u64) -> Step {
         let (failure, _) = self.calls.failed(id, failure, now_ms);
@@ -371,14 +385,6 @@ impl Machine {
         self.steps.llm(ms, steps::delta(c.usage, before));
     }
 
-    /// The turn's calls of `policy.confirm` tools go back to the client; the turn's other calls are not
-    /// run (the model asks again once the client answers).
-    fn ask_approval(&mut self, c: &Convo, work: &[Work]) -> Step {
-        let calls = approval::calls_for_client(work, &c.call_ids, &self.meta.id, c.iterations);
-        log::info!("#{} {} call(s) returned to the client for approval", self.meta.id, calls.len());
-        self.finish(c, "", FinishReason::ToolCalls, Some(&Value::Array(calls)))
-    }
-
     /// The tool phase's view of the agent, for one event.
     fn tools(&mut self) -> ToolPhase<'_> {
         ToolPhase {
@@ -391,15 +397,20 @@ impl Machine {
         }
     }
 
+    /// The formatting call's reply: a retry, a weaker response_format, another try, or the answer.
     fn on_format(
         &mut self,
-        mut c: Convo,
-        mut f: Box<Format>,
-        reason: FinishReason,
-        reply: (u16, &[u8], Option<u64>),
+        mut r: Retry,
+        (mut c, mut f, reason): (Convo, Box<Format>, FinishReason),
+        (status, headers, body): (u16, &[(String, String)], &[u8]),
         now_ms: u64,
     ) -> Step {
-        let (status, body, ms) = reply;
+        let ms = self.llm_answered(r.call.id, status, body, now_ms);
+        // A refused response_format is stepped down at once, not sent again as it was.
+        let wait = retry::status_wait(status, headers).filter(|_| !f.has_response_format() || status == 429);
+        if self.retry_llm(&mut r, wait, now_ms) {
+            return (State::AwaitFormat(r, c, f, reason), Vec::new());
+        }
         self.report.llm_turns += 1;
         if let Some(weaker) = f.refused(status) {
             log::info!(
@@ -433,17 +444,6 @@ impl Machine {
         let r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         let call = r.call.clone();
         (State::AwaitFormat(r, c, f, reason), vec![Command::Dispatch(call)])
-    }
-
-    /// An agent turn's LLM callout: streamed when the answer goes to the client live.
-    fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
-        let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
-        if self.response.is_live() {
-            r.call.stream = true;
-            self.response.start_turn(r.call.id);
-        }
-        let call = r.call.clone();
-        (State::AwaitLlm(r, c), vec![Command::Dispatch(call)])
     }
 
     fn finish(&mut self, c: &Convo, content: &str, reason: FinishReason, tool_calls: Option<&Value>) -> Step {
