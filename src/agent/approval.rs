@@ -5,6 +5,7 @@
 
 use super::work::{self, Work};
 use crate::config::Config;
+use crate::openai::message::{CallKind, ClientCall, FunctionCall};
 use crate::openai::{ChatRequest, Role};
 use serde_json::Value;
 
@@ -56,11 +57,12 @@ pub fn work(cfg: &Config, approved: &[Approved]) -> Vec<Work> {
 
 /// The turn's calls that need approval, as tool calls for the client (native shape in both modes):
 /// under the model's call ids, or ids made from the request's id and the turn.
-pub fn calls_for_client(work: &[Work], call_ids: &[String], request: &str, turn: u32) -> Vec<Value> {
+pub fn calls_for_client(work: &[Work], call_ids: &[String], request: &str, turn: u32) -> Vec<ClientCall> {
     let calls = work.iter().enumerate().filter_map(|(i, w)| match w {
         Work::Confirm { name, args } => {
             let id = call_ids.get(i).cloned().unwrap_or_else(|| format!("call_{request}_{turn}_{i}"));
-            Some(serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+            let function = FunctionCall { name: name.clone(), arguments: args.clone() };
+            Some(ClientCall { id, kind: CallKind::Function, function })
         }
         _ => None,
     });

@@ -9,6 +9,7 @@ use super::work::Work;
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::answer::FinishReason;
+use crate::openai::message::OutMessage;
 use crate::openai::{ChatRequest, LlmReply, Usage};
 use serde_json::{Map, Value};
 
@@ -23,7 +24,7 @@ pub struct Convo {
     pub question: String,
     /// Every LLM request's fields but `messages`.
     pub base: Map<String, Value>,
-    pub messages: Vec<Value>,
+    pub messages: Vec<OutMessage>,
     pub usage: Usage,
     pub model: String,
     /// Turns that asked for tools (or were malformed).
@@ -159,7 +160,8 @@ impl Convo {
             out.extend_from_slice(b"\"},");
         }
         for m in &self.messages {
-            write(&mut out, m);
+            // Writing into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, m);
             out.push(b',');
         }
         if out.last() == Some(&b',') {
@@ -242,13 +244,18 @@ fn context_block(cfg: &Config, meta: &RequestMeta) -> Option<String> {
 
 /// The block goes into the current user message only (never the system prompt or earlier turns), so
 /// that the prefix of every request stays the same for provider prompt caches.
-fn add_to_question(messages: &mut [Value], mode: Mode, block: &str) {
+fn add_to_question(messages: &mut [OutMessage], mode: Mode, block: &str) {
     let is_question = |m: &Value| {
         m.get("role").and_then(Value::as_str) == Some("user")
             && (mode == Mode::Native
                 || m.get("content").and_then(Value::as_str).is_some_and(|t| t.starts_with("Question: ")))
     };
-    let Some(m) = messages.iter_mut().rev().find(|m| is_question(m)) else {
+    // The client's messages only: the agent has written none yet.
+    let question = messages.iter_mut().rev().find_map(|m| match m {
+        OutMessage::Kept(v) if is_question(v) => Some(v),
+        _ => None,
+    });
+    let Some(m) = question else {
         return;
     };
     match m.get_mut("content") {

@@ -3,10 +3,12 @@
 
 use super::error::{AgentError, ErrorCode};
 use crate::config::Config;
+use crate::openai::message::{AgentMessage, OutMessage};
 use crate::openai::{ChatRequest, LlmReply, Usage};
 use crate::prompt::json_format::{extract, request_messages, retry_message};
 use crate::schema::{describe, Schema};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{json, Value};
 
 /// What a request's answer must be.
 #[derive(Debug)]
@@ -61,9 +63,20 @@ impl Target {
 #[derive(Debug)]
 pub struct Format {
     target: Target,
-    messages: Vec<Value>,
+    messages: Vec<OutMessage>,
     tries: u32,
     last_problem: String,
+}
+
+/// A formatting request, its keys in this order.
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    messages: &'a [OutMessage],
+    stream: bool,
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<&'a Value>,
 }
 
 pub enum Outcome {
@@ -73,21 +86,22 @@ pub enum Outcome {
 
 impl Format {
     pub fn start(target: Target, question: &str, answer: &str) -> Format {
-        let messages = request_messages(question, answer, target.schema.root());
+        let messages =
+            request_messages(question, answer, target.schema.root()).into_iter().map(OutMessage::Kept).collect();
         Format { target, messages, tries: 0, last_problem: String::new() }
     }
 
     /// The next formatting request's body.
     pub fn body(&self, cfg: &Config, client_model: &str) -> Vec<u8> {
-        let mut m = Map::new();
-        m.insert("model".into(), json!(cfg.llm.model.as_deref().unwrap_or(client_model)));
-        m.insert("messages".into(), Value::Array(self.messages.clone()));
-        m.insert("stream".into(), json!(false));
-        m.insert("max_tokens".into(), json!(cfg.llm.max_tokens));
-        if let Some(rf) = &self.target.response_format {
-            m.insert("response_format".into(), rf.clone());
-        }
-        serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+        let request = Request {
+            model: cfg.llm.model.as_deref().unwrap_or(client_model),
+            messages: &self.messages,
+            stream: false,
+            max_tokens: cfg.llm.max_tokens,
+            response_format: self.target.response_format.as_ref(),
+        };
+        // Strings, numbers and JSON values: serialising them cannot fail.
+        serde_json::to_vec(&request).unwrap_or_default()
     }
 
     pub fn has_response_format(&self) -> bool {
@@ -142,8 +156,8 @@ impl Format {
                 ),
             ));
         }
-        self.messages.push(json!({"role": "assistant", "content": reply.content}));
-        self.messages.push(retry_message(&self.last_problem));
+        self.messages.push(AgentMessage::Assistant { content: reply.content }.into());
+        self.messages.push(OutMessage::Kept(retry_message(&self.last_problem)));
         Ok(Outcome::Retry(self.body(cfg, client_model)))
     }
 }

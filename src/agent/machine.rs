@@ -321,7 +321,9 @@ impl Machine {
     fn ask_approval(&mut self, c: &Convo, work: &[Work]) -> Step {
         let calls = approval::calls_for_client(work, &c.call_ids, &self.meta.id, c.iterations);
         log::info!("#{} {} call(s) returned to the client for approval", self.meta.id, calls.len());
-        self.finish(c, "", FinishReason::ToolCalls, Some(&Value::Array(calls)))
+        // Strings only: serialising them cannot fail.
+        let calls = serde_json::to_value(calls).unwrap_or_default();
+        self.finish(c, "", FinishReason::ToolCalls, Some(&calls))
     }
 
     /// A failed LLM call: sent again after a backoff while retries and time are left, else the end.

@@ -7,6 +7,7 @@ use super::error::{AgentError, ErrorCode};
 use super::work::{tool_work, Work};
 use crate::config::Config;
 use crate::openai::answer::FinishReason;
+use crate::openai::message::{AgentMessage, OutMessage};
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::native_messages;
 use serde_json::{json, Value};
@@ -35,7 +36,7 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
             c.client_tool_specs.push(t.clone());
         }
     }
-    c.messages = native_messages(req);
+    c.messages = native_messages(req).into_iter().map(OutMessage::Kept).collect();
     Ok(())
 }
 
@@ -69,7 +70,7 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     if reply.tool_calls.iter().any(|tc| c.client_tools.contains(&tc.name)) {
         return client_calls(c, message);
     }
-    c.messages.push(echoed(message));
+    c.messages.push(OutMessage::Kept(echoed(message)));
     c.call_ids = ids;
     let reply_calls: Vec<(String, String)> =
         reply.tool_calls.iter().map(|tc| (tc.name.clone(), tc.arguments.clone())).collect();
@@ -143,11 +144,11 @@ fn parse_arguments(text: &str) -> Result<Value, String> {
 pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bool) {
     if c.call_ids.is_empty() {
         // No call to answer: a correction of an empty reply, as the user.
-        c.messages.push(json!({"role": "user", "content": observations.join("\n")}));
+        c.messages.push(AgentMessage::User { content: observations.join("\n") }.into());
     }
     let answered_calls = !c.call_ids.is_empty();
     for (id, content) in c.call_ids.drain(..).zip(observations) {
-        c.messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+        c.messages.push(AgentMessage::Tool { tool_call_id: id, content }.into());
     }
     // A forced choice (a named function, or "required") is honoured once: kept, it would make the model
     // call a tool on every turn until the limit (OpenAI's Agents SDK resets it the same way).
@@ -157,6 +158,6 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bo
     }
     if limit {
         c.base.insert("tool_choice".into(), json!("none"));
-        c.messages.push(json!({"role": "user", "content": cfg.template.native_final_request()}));
+        c.messages.push(AgentMessage::User { content: cfg.template.native_final_request().to_string() }.into());
     }
 }

@@ -6,10 +6,11 @@ use super::error::{AgentError, ErrorCode};
 use super::work::{tool_work, Work};
 use crate::config::{json_string_contents, Config};
 use crate::openai::answer::FinishReason;
+use crate::openai::message::{AgentMessage, OutMessage};
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::react_messages;
 use crate::prompt::react::{parse, Step};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Fields that make no sense on a ReAct turn: the tools are in the prompt.
 const DROPPED: [&str; 7] =
@@ -34,15 +35,15 @@ pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
     c.base.insert("stop".into(), merged_stop(req.raw.get("stop")));
     let (client_system, messages) = react_messages(req);
     c.system_prefix = Some(client_system.map(|t| json_string_contents(&format!("{t}\n\n"))).unwrap_or_default());
-    c.messages = messages;
+    c.messages = messages.into_iter().map(OutMessage::Kept).collect();
     Ok(())
 }
 
 pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     let text = reply.content;
     let kept = text.split("\nObservation:").next().unwrap_or("");
-    let kept = kept.split("\nQuestion:").next().unwrap_or("").trim_end().to_string();
-    c.messages.push(json!({"role": "assistant", "content": kept}));
+    let kept = kept.split("\nQuestion:").next().unwrap_or("").trim_end();
+    c.messages.push(AgentMessage::Assistant { content: kept.to_string() }.into());
     let malformed = |why: &str| {
         let work = Work::Known(format!("Invalid format: {why}. {}", cfg.template.format_reminder()));
         (Next::Tools(vec![work]), Some(format!("malformed:{kept}")), format!("the reply is not in the format: {why}"))
@@ -77,7 +78,7 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bo
         content.push_str("\n\n");
         content.push_str(cfg.template.final_request());
     }
-    c.messages.push(json!({"role": "user", "content": content}));
+    c.messages.push(AgentMessage::User { content }.into());
 }
 
 /// The client's stop sequences (they apply to every turn), `Observation:` and `\nQuestion:`: at most

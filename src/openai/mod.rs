@@ -2,6 +2,7 @@
 //! sent), the LLM's reply, and the answers we write (JSON, SSE chunks, errors).
 
 pub mod answer;
+pub mod message;
 pub mod sse;
 
 use crate::doc::{truncate, type_name};
