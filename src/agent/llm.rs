@@ -71,13 +71,7 @@ pub fn call(cfg: &Config, calls: &mut Calls, body: Vec<u8>, now_ms: u64) -> Retr
 
 /// Schedules `r` (of request `#request`) to be sent again, if `wait` says it may be retried and a
 /// retry is left that ends before the deadline.
-pub fn retry(
-    cfg: &Config,
-    calls: &mut Calls,
-    (r, request): (&mut Retry, &str),
-    wait: Option<Wait>,
-    now_ms: u64,
-) -> bool {
+pub fn retry(cfg: &Config, calls: &mut Calls, r: &mut Retry, wait: Option<Wait>, now_ms: u64, request: &str) -> bool {
     let Some(wait) = wait.filter(|_| r.attempt < cfg.llm.max_retries) else {
         return false;
     };

@@ -35,7 +35,7 @@ pub enum State {
     AwaitLlm(Retry, Convo),
     AwaitTools(Convo, Box<Batch>),
     /// Calls the client approved, run before the first LLM turn.
-    AwaitApproved(Box<Approved>, Box<Batch>),
+    AwaitApproved(Box<ApprovedRequest>, Box<Batch>),
     /// JSON mode: the answer is being turned into JSON; the finish reason is kept for the end.
     AwaitFormat(Retry, Convo, Box<Format>, FinishReason),
     Done,
@@ -43,7 +43,7 @@ pub enum State {
 
 /// The client's request while the calls it approved run.
 #[derive(Debug)]
-pub struct Approved {
+pub struct ApprovedRequest {
     req: ChatRequest,
     json: Option<Target>,
     /// The `tool` messages that get the results, in call order.
@@ -184,12 +184,12 @@ impl Machine {
         let work = approval::work(&self.cfg, &approved);
         self.tools().count(&work);
         let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
-        self.on_approved_done(Box::new(Approved { req, json, messages }), batch, now_ms)
+        self.on_approved_done(Box::new(ApprovedRequest { req, json, messages }), batch, now_ms)
     }
 
     /// Sends what the approved calls may start now; once all are answered, their results replace the
     /// approvals in the conversation and the first LLM turn goes out.
-    fn on_approved_done(&mut self, mut a: Box<Approved>, mut b: Box<Batch>, now_ms: u64) -> Step {
+    fn on_approved_done(&mut self, mut a: Box<ApprovedRequest>, mut b: Box<Batch>, now_ms: u64) -> Step {
         let commands = self.tools().dispatch(&mut b, now_ms);
         if !b.is_complete() {
             return (State::AwaitApproved(a, b), commands);
@@ -348,7 +348,7 @@ impl Machine {
     /// Schedules the LLM call `r` to be sent again, if `wait` says it may be retried and a retry is
     /// left that ends before the deadline.
     fn retry_llm(&mut self, r: &mut Retry, wait: Option<retry::Wait>, now_ms: u64) -> bool {
-        let retried = llm::retry(&self.cfg, &mut self.calls, (r, &self.meta.id), wait, now_ms);
+        let retried = llm::retry(&self.cfg, &mut self.calls, r, wait, now_ms, &self.meta.id);
         self.report.llm_retries += u32::from(retried);
         retried
     }
