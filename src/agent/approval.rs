@@ -3,7 +3,9 @@
 //! `tool` message for that call whose content is `{"approved": true}`. Anything else is told to the
 //! model as a refusal.
 
+use super::work::{self, Work};
 use crate::config::Config;
+use crate::openai::message::{CallKind, ClientCall, FunctionCall};
 use crate::openai::{ChatRequest, Role};
 use serde_json::Value;
 
@@ -40,6 +42,31 @@ pub fn scan(cfg: &Config, req: &mut ChatRequest) -> Vec<Approved> {
         }
     }
     approved
+}
+
+/// The work of the approved calls, in call order.
+pub fn work(cfg: &Config, approved: &[Approved]) -> Vec<Work> {
+    approved
+        .iter()
+        .map(|a| {
+            let args = serde_json::from_str::<Value>(&a.arguments).unwrap_or(Value::Null);
+            work::approved_work(cfg, &a.name, args)
+        })
+        .collect()
+}
+
+/// The turn's calls that need approval, as tool calls for the client (native shape in both modes):
+/// under the model's call ids, or ids made from the request's id and the turn.
+pub fn calls_for_client(work: &[Work], call_ids: &[String], request: &str, turn: u32) -> Vec<ClientCall> {
+    let calls = work.iter().enumerate().filter_map(|(i, w)| match w {
+        Work::Confirm { name, args } => {
+            let id = call_ids.get(i).cloned().unwrap_or_else(|| format!("call_{request}_{turn}_{i}"));
+            let function = FunctionCall { name: name.clone(), arguments: args.clone() };
+            Some(ClientCall { id, kind: CallKind::Function, function })
+        }
+        _ => None,
+    });
+    calls.collect()
 }
 
 fn is_approval(text: &str) -> bool {

@@ -2,8 +2,8 @@
 //! observations returned in the order of the calls. A call whose API allows retries is kept until it
 //! is answered, so that it can be sent again after a backoff.
 
-use super::convo::{ToolCall, Work};
-use super::CallId;
+use super::protocol::{CallId, Event};
+use super::work::{ToolCall, Work};
 use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Debug)]
@@ -12,6 +12,8 @@ pub struct Batch {
     results: Vec<Option<String>>,
     queue: VecDeque<(usize, ToolCall)>,
     in_flight: BTreeMap<CallId, usize>,
+    /// MCP calls in flight, as they were before the step sent under each id (`agent::mcp`).
+    mcp: BTreeMap<CallId, ToolCall>,
     /// Per call: retries allowed, retries sent, and the request kept for them.
     retries: Vec<(u32, u32, Option<ToolCall>)>,
     /// Per call: what the model is told before the reply (e.g. arguments that were dropped).
@@ -32,6 +34,7 @@ impl Batch {
             results: Vec::new(),
             queue: VecDeque::new(),
             in_flight: BTreeMap::new(),
+            mcp: BTreeMap::new(),
             retries: Vec::new(),
             notes: Vec::new(),
             real: Vec::new(),
@@ -73,14 +76,24 @@ impl Batch {
     }
 
     /// The next call to send, if the concurrency limit allows one, under the id `mint` gives it.
-    pub fn take(&mut self, mint: impl FnOnce() -> CallId) -> Option<(CallId, &str, ToolCall)> {
+    pub fn take(&mut self, mint: impl FnOnce() -> CallId) -> Option<(CallId, ToolCall)> {
         if self.in_flight.len() >= self.limit {
             return None;
         }
         let (i, call) = self.queue.pop_front()?;
         let id = mint();
         self.in_flight.insert(id, i);
-        Some((id, self.names[i].as_str(), call))
+        Some((id, call))
+    }
+
+    /// Keeps the MCP call whose step went out under `id`, to go on from once it is answered.
+    pub fn hold(&mut self, id: CallId, call: ToolCall) {
+        self.mcp.insert(id, call);
+    }
+
+    /// The MCP call whose step went out under `id`, once that step is answered.
+    pub fn release(&mut self, id: CallId) -> Option<ToolCall> {
+        self.mcp.remove(&id)
     }
 
     /// The tool of call `id`, while it is in flight.
@@ -94,6 +107,15 @@ impl Batch {
 
     pub fn waits_for(&self, id: CallId) -> bool {
         self.in_flight.contains_key(&id)
+    }
+
+    /// The event is for this batch: an answer to one of its calls, or a wake-up for its retries.
+    pub fn takes(&self, event: &Event<'_>) -> bool {
+        match event {
+            Event::CallReply { id, .. } | Event::CallFailed { id, .. } => self.waits_for(*id),
+            Event::Wake => true,
+            _ => false,
+        }
     }
 
     /// Stores the observation for call `id`, made from its tool's name.

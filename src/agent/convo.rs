@@ -1,21 +1,30 @@
 //! One conversation with the LLM, in either mode: the request fields every turn carries, the messages
-//! so far, usage and limits. `react.rs` and `native.rs` say what a reply means in each mode.
+//! so far, usage and limits. `react.rs` and `native.rs` say what a reply means in each mode, and
+//! `llm.rs` which of them reads a turn.
 
-use super::{native, react, AgentError, Call, CallId};
+use super::error::{AgentError, ErrorCode};
+use super::format::Target;
+use super::protocol::RequestMeta;
+use super::work::Work;
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
+use crate::openai::answer::FinishReason;
+use crate::openai::message::OutMessage;
 use crate::openai::{ChatRequest, LlmReply, Usage};
-use crate::tools::{self, Tool};
 use serde_json::{Map, Value};
 
 #[derive(Debug)]
 pub struct Convo {
     pub mode: Mode,
+    /// LLM replies read (the first can pass the provider's error through).
+    pub replies: u32,
+    /// JSON mode's target, until the final answer needs it.
+    pub json: Option<Target>,
     /// The client's question, for JSON mode's formatting request.
     pub question: String,
     /// Every LLM request's fields but `messages`.
     pub base: Map<String, Value>,
-    pub messages: Vec<Value>,
+    pub messages: Vec<OutMessage>,
     pub usage: Usage,
     pub model: String,
     /// Turns that asked for tools (or were malformed).
@@ -41,7 +50,7 @@ pub struct Convo {
 pub enum Next {
     Answer {
         content: String,
-        finish_reason: &'static str,
+        finish_reason: FinishReason,
     },
     /// Tool work for this turn, answered in this order.
     Tools(Vec<Work>),
@@ -49,60 +58,12 @@ pub enum Next {
     ClientTools(Value),
 }
 
-/// One tool call of a turn: a request to send, or an observation known already (bad arguments,
-/// unknown tool, malformed output).
-#[derive(Debug)]
-pub enum Work {
-    /// `retries`: how often the call may be sent again after a retryable failure; `note`: said to the
-    /// model before the reply (e.g. arguments that were dropped).
-    Call { name: String, call: ToolCall, retries: u32, note: Option<String>, args: String },
-    /// Malformed output: what the model is told instead.
-    Known(String),
-    /// A call of `name` refused before sending (unknown tool, arguments its schema refuses): what the
-    /// model is told, and why in a few words.
-    Refused { name: String, observation: String, why: String },
-    /// A call of a `policy.confirm` tool: it goes back to the client for approval (the arguments, as
-    /// JSON text, were checked).
-    Confirm { name: String, args: String },
-}
-
-/// A tool request before it has a call id.
-#[derive(Debug, Clone)]
-pub struct ToolCall {
-    pub cluster: String,
-    pub request: tools::Request,
-    pub timeout_ms: u64,
-    /// An MCP tool's call: where it is in its session handshake (`agent::mcp`).
-    pub mcp: Option<Box<super::mcp::Handshake>>,
-}
-
-impl ToolCall {
-    pub fn into_call(self, id: CallId, timeout_ms: u64) -> Call {
-        let mut r = self.request;
-        if !r.headers.iter().any(|(k, _)| k == "accept-encoding") {
-            // A compressed body could not be read as an observation.
-            r.headers.push(("accept-encoding".into(), "identity".into()));
-        }
-        Call {
-            id,
-            cluster: self.cluster,
-            method: r.method,
-            path: r.path,
-            authority: r.authority,
-            headers: r.headers,
-            body: r.body,
-            timeout_ms,
-            stream: false,
-        }
-    }
-}
-
 /// Client fields no agent turn forwards: the loop owns streaming and the final format.
 const DROPPED: [&str; 4] = ["messages", "stream", "stream_options", "response_format"];
 
 impl Convo {
-    /// The conversation and the first LLM request's body (sent upstream by the route).
-    pub fn start(cfg: &Config, req: ChatRequest, meta: &super::RequestMeta) -> Result<(Convo, Vec<u8>), AgentError> {
+    /// The conversation before its mode adds the messages: the request's fields every turn carries.
+    pub fn new(cfg: &Config, req: &ChatRequest) -> Convo {
         // Copy what is kept rather than clone everything and drop: `messages` is most of a request.
         let mut base: Map<String, Value> = req
             .raw
@@ -114,8 +75,10 @@ impl Convo {
         if !base.contains_key("max_tokens") && !base.contains_key("max_completion_tokens") {
             base.insert("max_tokens".into(), cfg.llm.max_tokens.into());
         }
-        let mut c = Convo {
+        Convo {
             mode: cfg.mode,
+            replies: 0,
+            json: None,
             question: req.question().to_string(),
             base,
             messages: Vec::new(),
@@ -129,28 +92,24 @@ impl Convo {
             client_tools: Vec::new(),
             client_tool_specs: Vec::new(),
             system_prefix: None,
-        };
-        match cfg.mode {
-            Mode::React => react::start(&mut c, &req)?,
-            Mode::Native => native::start(&mut c, cfg, &req)?,
         }
-        if let Some(block) = context_block(cfg, meta) {
-            add_to_question(&mut c.messages, cfg.mode, &block);
-        }
-        let body = c.body(cfg, None);
-        Ok((c, body))
     }
 
-    pub fn on_reply(&mut self, cfg: &Config, body: &[u8]) -> Result<Next, AgentError> {
-        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, "llm_bad_reply", e))?;
+    /// The context block (`context`), in the client's question.
+    pub fn add_context(&mut self, cfg: &Config, meta: &RequestMeta) {
+        if let Some(block) = context_block(cfg, meta) {
+            add_to_question(&mut self.messages, cfg.mode, &block);
+        }
+    }
+
+    /// An LLM reply, its usage and model counted.
+    pub fn read(&mut self, body: &[u8]) -> Result<LlmReply, AgentError> {
+        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, ErrorCode::LlmBadReply, e))?;
         self.usage.add(reply.usage);
         if let Some(m) = reply.model.clone().filter(|m| !m.is_empty()) {
             self.model = m;
         }
-        Ok(match self.mode {
-            Mode::React => react::on_reply(self, cfg, reply),
-            Mode::Native => native::on_reply(self, cfg, reply),
-        })
+        Ok(reply)
     }
 
     /// Every later turn is asked for as a stream (live streaming), with its usage.
@@ -168,17 +127,14 @@ impl Convo {
         }
     }
 
-    /// Appends this turn's observations (in call order) and returns the next LLM request's body.
-    pub fn observe(&mut self, cfg: &Config, observations: Vec<String>) -> Vec<u8> {
+    /// The limit is reached with this turn's observations: the model is asked for its final answer
+    /// (once).
+    pub fn ask_final(&mut self, cfg: &Config) -> bool {
         let limit = self.iterations >= cfg.llm.max_iterations && !self.final_ask;
         if limit {
             self.final_ask = true;
         }
-        match self.mode {
-            Mode::React => react::observe(self, cfg, observations, limit),
-            Mode::Native => native::observe(self, cfg, observations, limit),
-        }
-        self.body(cfg, cfg.llm.model.as_deref())
+        limit
     }
 
     /// The request body, written directly: the configured prompt and tools were serialized once at
@@ -204,7 +160,8 @@ impl Convo {
             out.extend_from_slice(b"\"},");
         }
         for m in &self.messages {
-            write(&mut out, m);
+            // Writing into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, m);
             out.push(b',');
         }
         if out.last() == Some(&b',') {
@@ -245,7 +202,7 @@ impl Convo {
             (false, false) => format!("I could not finish: the limit of {max} tool calls was reached before a final answer. The last result was: {last}"),
             (false, true) => format!("I could not finish: the limit of {max} tool calls was reached before a final answer."),
         };
-        Next::Answer { content, finish_reason: "length" }
+        Next::Answer { content, finish_reason: FinishReason::Length }
     }
 
     /// A model that repeats the same invalid action (`key`) will not stop doing so: the second time,
@@ -265,12 +222,12 @@ impl Convo {
         } else {
             format!("I could not finish: the model gave the same invalid action twice ({why}).")
         };
-        Some(Next::Answer { content, finish_reason: "length" })
+        Some(Next::Answer { content, finish_reason: FinishReason::Length })
     }
 }
 
 /// The context block (`context`): the time, the named request headers, the operator's note.
-fn context_block(cfg: &Config, meta: &super::RequestMeta) -> Option<String> {
+fn context_block(cfg: &Config, meta: &RequestMeta) -> Option<String> {
     let ctx = cfg.context.as_ref()?;
     let mut lines: Vec<String> = Vec::new();
     if let Some(zone) = &ctx.time {
@@ -287,13 +244,18 @@ fn context_block(cfg: &Config, meta: &super::RequestMeta) -> Option<String> {
 
 /// The block goes into the current user message only (never the system prompt or earlier turns), so
 /// that the prefix of every request stays the same for provider prompt caches.
-fn add_to_question(messages: &mut [Value], mode: Mode, block: &str) {
+fn add_to_question(messages: &mut [OutMessage], mode: Mode, block: &str) {
     let is_question = |m: &Value| {
         m.get("role").and_then(Value::as_str) == Some("user")
             && (mode == Mode::Native
                 || m.get("content").and_then(Value::as_str).is_some_and(|t| t.starts_with("Question: ")))
     };
-    let Some(m) = messages.iter_mut().rev().find(|m| is_question(m)) else {
+    // The client's messages only: the agent has written none yet.
+    let question = messages.iter_mut().rev().find_map(|m| match m {
+        OutMessage::Kept(v) if is_question(v) => Some(v),
+        _ => None,
+    });
+    let Some(m) = question else {
         return;
     };
     match m.get_mut("content") {
@@ -313,103 +275,4 @@ fn pair(out: &mut Vec<u8>, key: &str, v: &Value) {
     out.push(b':');
     write(out, v);
     out.push(b',');
-}
-
-/// The request for `name` called with `input`, or what to tell the model instead.
-pub fn tool_work(cfg: &Config, name: &str, input: Value) -> Work {
-    let work = call_work(cfg, name, input);
-    match work {
-        Work::Call { name, args, .. } if cfg.confirm.contains(&name) => Work::Confirm { name, args },
-        other => other,
-    }
-}
-
-/// The request for a call the client approved.
-pub fn approved_work(cfg: &Config, name: &str, input: Value) -> Work {
-    call_work(cfg, name, input)
-}
-
-fn call_work(cfg: &Config, name: &str, input: Value) -> Work {
-    let Some(tool) = cfg.tools.get(name) else {
-        let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
-        let observation = format!("Unknown tool '{}'. The tools are: {}.", truncate(name, 100), names.join(", "));
-        return Work::Refused { name: name.to_string(), why: observation.clone(), observation };
-    };
-    let api = &cfg.apis[tool.api];
-    let (args, note) = match arguments(tool, input) {
-        Ok(args) => drop_unknown(tool, args),
-        Err(why) => return refused(tool, why),
-    };
-    match tool.request(api, &args) {
-        Ok(request) => Work::Call {
-            name: tool.name.clone(),
-            retries: tool.retries(api),
-            call: ToolCall {
-                cluster: api.upstream.cluster.clone(),
-                request,
-                timeout_ms: api.upstream.timeout_ms,
-                mcp: super::mcp::Handshake::for_tool(tool),
-            },
-            note,
-            args: args.to_string(),
-        },
-        Err(why) => refused(tool, note.map_or_else(|| why.clone(), |n| format!("{why} ({n})"))),
-    }
-}
-
-fn refused(tool: &Tool, why: String) -> Work {
-    Work::Refused {
-        name: tool.name.clone(),
-        observation: format!("Invalid arguments for '{}': {why}. Its parameters: {}", tool.name, tool.schema),
-        why: format!("invalid arguments for '{}': {why}", tool.name),
-    }
-}
-
-/// Keys the tool does not take are dropped, never sent (small models copy extra keys from examples);
-/// the note tells the model which. Credentials are added after this, so no key can shadow one.
-fn drop_unknown(tool: &Tool, mut args: Value) -> (Value, Option<String>) {
-    let Some(props) = tool.schema.get("properties").and_then(Value::as_object) else {
-        return (args, None);
-    };
-    let Value::Object(map) = &mut args else {
-        return (args, None);
-    };
-    let unknown: Vec<String> = map.keys().filter(|k| !props.contains_key(*k)).cloned().collect();
-    if unknown.is_empty() {
-        return (args, None);
-    }
-    for k in &unknown {
-        map.remove(k);
-    }
-    let names: Vec<String> = unknown.iter().map(|k| format!("'{}'", truncate(k, 60))).collect();
-    let note = format!("{} not parameters of '{}' and were not sent", names.join(", "), tool.name);
-    (args, Some(note))
-}
-
-/// The model's input as an arguments object. A plain string is accepted for a tool with a single
-/// parameter, as ReAct models often write `"action_input": "Beijing"`.
-fn arguments(tool: &Tool, input: Value) -> Result<Value, String> {
-    match input {
-        Value::Object(_) => Ok(input),
-        Value::Null => Ok(Value::Object(Map::new())),
-        Value::String(s) => {
-            let props = tool.schema.get("properties").and_then(Value::as_object);
-            match props.map(|p| p.keys().collect::<Vec<_>>()).as_deref() {
-                Some([only]) => Ok(serde_json::json!({ only.as_str(): s })),
-                Some([]) | None if s.trim().is_empty() => Ok(Value::Object(Map::new())),
-                _ => Err("the input must be a JSON object of the tool's arguments".into()),
-            }
-        }
-        other => Err(format!("the input must be a JSON object, not {}", crate::doc::type_name(&other))),
-    }
-}
-
-/// The observation for a tool's reply, as the tool's binding reads it (a name no tool has, which
-/// cannot happen for a call that was sent, is read as plain HTTP).
-pub fn tool_observation(cfg: &Config, tool: &str, status: u16, headers: &[(String, String)], body: &[u8]) -> String {
-    let max = cfg.llm.max_observation_bytes;
-    match cfg.tools.get(tool) {
-        Some(t) => t.observation(max, status, headers, body),
-        None => tools::http_observation(tool, max, status, headers, body),
-    }
 }

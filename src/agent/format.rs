@@ -1,12 +1,14 @@
 //! JSON mode: after the loop's final answer, one more LLM call (retried on failure) turns it into JSON
 //! that is valid against the schema: the client's `response_format`, else `jsonResp.jsonSchema`.
 
-use super::AgentError;
+use super::error::{AgentError, ErrorCode};
 use crate::config::Config;
+use crate::openai::message::{AgentMessage, OutMessage};
 use crate::openai::{ChatRequest, LlmReply, Usage};
 use crate::prompt::json_format::{extract, request_messages, retry_message};
 use crate::schema::{describe, Schema};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{json, Value};
 
 /// What a request's answer must be.
 #[derive(Debug)]
@@ -20,7 +22,7 @@ pub struct Target {
 impl Target {
     /// The client's `response_format` wins over the configuration; `Err` is a 400.
     pub fn for_request(cfg: &Config, req: &ChatRequest) -> Result<Option<Target>, AgentError> {
-        let bad = |m: String| AgentError::new(400, "invalid_response_format", m);
+        let bad = |m: String| AgentError::new(400, ErrorCode::InvalidResponseFormat, m);
         let max_retry = cfg.json_resp.as_ref().map_or(crate::config::DEFAULT_JSON_RETRIES, |j| j.max_retry);
         let Some(rf) = req.raw.get("response_format").filter(|v| !v.is_null()) else {
             return Ok(Self::configured(cfg));
@@ -61,9 +63,20 @@ impl Target {
 #[derive(Debug)]
 pub struct Format {
     target: Target,
-    messages: Vec<Value>,
+    messages: Vec<OutMessage>,
     tries: u32,
     last_problem: String,
+}
+
+/// A formatting request, its keys in this order.
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    messages: &'a [OutMessage],
+    stream: bool,
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<&'a Value>,
 }
 
 pub enum Outcome {
@@ -73,30 +86,37 @@ pub enum Outcome {
 
 impl Format {
     pub fn start(target: Target, question: &str, answer: &str) -> Format {
-        let messages = request_messages(question, answer, target.schema.root());
+        let messages =
+            request_messages(question, answer, target.schema.root()).into_iter().map(OutMessage::Kept).collect();
         Format { target, messages, tries: 0, last_problem: String::new() }
     }
 
     /// The next formatting request's body.
     pub fn body(&self, cfg: &Config, client_model: &str) -> Vec<u8> {
-        let mut m = Map::new();
-        m.insert("model".into(), json!(cfg.llm.model.as_deref().unwrap_or(client_model)));
-        m.insert("messages".into(), Value::Array(self.messages.clone()));
-        m.insert("stream".into(), json!(false));
-        m.insert("max_tokens".into(), json!(cfg.llm.max_tokens));
-        if let Some(rf) = &self.target.response_format {
-            m.insert("response_format".into(), rf.clone());
-        }
-        serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+        let request = Request {
+            model: cfg.llm.model.as_deref().unwrap_or(client_model),
+            messages: &self.messages,
+            stream: false,
+            max_tokens: cfg.llm.max_tokens,
+            response_format: self.target.response_format.as_ref(),
+        };
+        // Strings, numbers and JSON values: serialising them cannot fail.
+        serde_json::to_vec(&request).unwrap_or_default()
     }
 
     pub fn has_response_format(&self) -> bool {
         self.target.response_format.is_some()
     }
 
+    /// A server that does not support the response_format sent (llama.cpp answers 500 to
+    /// json_schema) gets the call again with a simpler one, then without it: the new type's name.
+    pub fn refused(&mut self, status: u16) -> Option<&'static str> {
+        ((400..600).contains(&status) && status != 429).then(|| self.weaker_response_format()).flatten()
+    }
+
     /// Steps the `response_format` down after a server refused it: `json_schema` → `json_object` →
     /// none. Returns the new type's name, or `None` when there is nothing left to drop.
-    pub fn weaker_response_format(&mut self) -> Option<&'static str> {
+    fn weaker_response_format(&mut self) -> Option<&'static str> {
         let kind = self.target.response_format.as_ref()?.get("type").and_then(Value::as_str).unwrap_or("");
         if kind == "json_schema" {
             self.target.response_format = Some(json!({"type": "json_object"}));
@@ -115,7 +135,7 @@ impl Format {
         body: &[u8],
         usage: &mut Usage,
     ) -> Result<Outcome, AgentError> {
-        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, "llm_bad_reply", e))?;
+        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, ErrorCode::LlmBadReply, e))?;
         usage.add(reply.usage);
         self.tries += 1;
         let problem = match extract(&reply.content) {
@@ -129,15 +149,15 @@ impl Format {
         if self.tries > self.target.max_retry {
             return Err(AgentError::new(
                 502,
-                "json_schema_mismatch",
+                ErrorCode::JsonSchemaMismatch,
                 format!(
                     "the answer did not match the JSON Schema after {} tries; last problem: {}",
                     self.tries, self.last_problem
                 ),
             ));
         }
-        self.messages.push(json!({"role": "assistant", "content": reply.content}));
-        self.messages.push(retry_message(&self.last_problem));
+        self.messages.push(AgentMessage::Assistant { content: reply.content }.into());
+        self.messages.push(OutMessage::Kept(retry_message(&self.last_problem)));
         Ok(Outcome::Retry(self.body(cfg, client_model)))
     }
 }

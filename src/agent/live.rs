@@ -6,7 +6,7 @@
 //! text after `Final Answer:`; in native mode, the content of the turn (content a turn sends before
 //! it calls tools stays with the client, and what follows starts on a new paragraph).
 
-use super::CallId;
+use super::protocol::CallId;
 use crate::config::Mode;
 use crate::openai::answer::ChunkHead;
 use crate::openai::sse::ChunkStream;

@@ -6,10 +6,12 @@
 //! requests share a session; the agent itself reads no shared state. JSON-RPC ids are
 //! `<request id>-<call id>`: unique within the VM, so within any session requests share.
 
-use super::batch::Batch;
-use super::convo::ToolCall;
-use super::{Agent, CallId};
-use crate::tools::{mcp, Binding, Tool};
+use crate::config::Api;
+use crate::tools::{mcp, Binding, Request, Tool};
+use std::collections::BTreeMap;
+
+/// `apis[]` index → session id (`None`: the server has none).
+pub type Sessions = BTreeMap<usize, Option<String>>;
 
 /// Where an MCP call is in its session's handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +52,7 @@ impl Handshake {
 }
 
 /// What a reply to an MCP step leads to.
+#[derive(Debug)]
 pub enum Reply {
     /// The next step is queued.
     Next,
@@ -59,82 +62,71 @@ pub enum Reply {
     Observe,
 }
 
-impl Agent {
-    /// The request to send now for `call` under `id` (the next step of an MCP call, or the call as it
-    /// is), and when the call was first sent.
-    pub(super) fn mcp_step(&mut self, id: CallId, mut call: ToolCall) -> (ToolCall, Option<u64>) {
-        let Some(h) = call.mcp.as_mut() else {
-            return (call, None);
-        };
-        let Some(api) = self.cfg.apis.get(h.api) else {
-            return (call, None);
-        };
-        if h.step == Step::Start {
-            match self.mcp_sessions.get(&h.api) {
-                Some(session) => (h.step, h.session) = (Step::Call, session.clone()),
-                None => h.step = Step::Initialize,
+impl Handshake {
+    /// The request to send now for the call whose own request is `call` (`rpc_id`: its JSON-RPC id):
+    /// the call itself if the request has a session with the server, else the next handshake step.
+    /// `None`: the call's API is not configured (the call goes as it is).
+    pub fn request(&mut self, apis: &[Api], sessions: &Sessions, call: &Request, rpc_id: &str) -> Option<Request> {
+        let api = apis.get(self.api)?;
+        if self.step == Step::Start {
+            match sessions.get(&self.api) {
+                Some(session) => (self.step, self.session) = (Step::Call, session.clone()),
+                None => self.step = Step::Initialize,
             }
         }
-        let rpc_id = format!("{}-{}", self.meta.id, id.0);
-        let request = match h.step {
-            Step::Start | Step::Call => mcp::with_id(call.request.clone(), &rpc_id),
-            Step::Initialize => mcp::with_id(mcp::initialize(api, &h.path), &rpc_id),
-            Step::Initialized => mcp::initialized(api, &h.path),
+        let request = match self.step {
+            Step::Start | Step::Call => mcp::with_id(call.clone(), rpc_id),
+            Step::Initialize => mcp::with_id(mcp::initialize(api, &self.path), rpc_id),
+            Step::Initialized => mcp::initialized(api, &self.path),
         };
-        let request = mcp::in_session(request, h.session.as_deref());
-        let started = h.started;
-        let send = ToolCall { cluster: call.cluster.clone(), request, timeout_ms: call.timeout_ms, mcp: None };
-        self.mcp_calls.insert(id, call);
-        (send, started)
+        Some(mcp::in_session(request, self.session.as_deref()))
     }
 
-    /// Reads the reply to an MCP step: the next step is queued in `b`, or the handshake failed, or the
-    /// reply is the tool's own.
-    pub(super) fn mcp_reply(
+    /// When the call's first step was sent, so that its time covers the handshake.
+    pub fn started(&self) -> Option<u64> {
+        self.started
+    }
+
+    /// The step sent at `sent` was answered and the call goes on: the call's time starts there, if
+    /// it has not yet.
+    pub fn went_on(&mut self, sent: Option<u64>) {
+        self.started = self.started.or(sent);
+    }
+
+    /// Reads the reply to the step sent for a call of `name` (request `#request`): the next step is
+    /// due, or the handshake failed, or the reply is the tool's own. `sessions` learns what the
+    /// server said of its session.
+    pub fn on_reply(
         &mut self,
-        b: &mut Batch,
-        id: CallId,
+        sessions: &mut Sessions,
+        (request, name): (&str, &str),
         status: u16,
         headers: &[(String, String)],
         body: &[u8],
     ) -> Reply {
-        let Some(mut call) = self.mcp_calls.remove(&id) else {
-            return Reply::Observe;
-        };
-        let Some(h) = call.mcp.as_mut() else {
-            return Reply::Observe;
-        };
-        let name = b.name_of(id).unwrap_or_default().to_string();
-        match h.step {
+        match self.step {
             Step::Initialize | Step::Initialized => {
                 if let Some(why) = mcp::handshake_error(status, body) {
-                    log::warn!("#{} MCP session for '{name}' (apis[{}]) failed: {why}", self.meta.id, h.api);
+                    log::warn!("#{request} MCP session for '{name}' (apis[{}]) failed: {why}", self.api);
                     return Reply::Failed(format!(
                         "The call to '{name}' failed: no MCP session with its server ({why})."
                     ));
                 }
-                if h.step == Step::Initialize {
-                    h.session = mcp::session_of(headers);
-                    self.mcp_sessions.insert(h.api, h.session.clone());
-                    h.step = Step::Initialized;
+                if self.step == Step::Initialize {
+                    self.session = mcp::session_of(headers);
+                    sessions.insert(self.api, self.session.clone());
+                    self.step = Step::Initialized;
                 } else {
-                    h.step = Step::Call;
+                    self.step = Step::Call;
                 }
             }
-            Step::Call if h.session.is_some() && !h.reopened && mcp::session_lost(status, body) => {
-                log::info!(
-                    "#{} MCP session of apis[{}] is gone (HTTP {status}); opening a new one",
-                    self.meta.id,
-                    h.api
-                );
-                self.mcp_sessions.remove(&h.api);
-                (h.step, h.session, h.reopened) = (Step::Start, None, true);
+            Step::Call if self.session.is_some() && !self.reopened && mcp::session_lost(status, body) => {
+                log::info!("#{request} MCP session of apis[{}] is gone (HTTP {status}); opening a new one", self.api);
+                sessions.remove(&self.api);
+                (self.step, self.session, self.reopened) = (Step::Start, None, true);
             }
             Step::Start | Step::Call => return Reply::Observe,
         }
-        let sent = self.sent.remove(&id);
-        h.started = h.started.or(sent);
-        b.resume(id, call);
         Reply::Next
     }
 }

@@ -2,9 +2,12 @@
 //! `tool_calls`, every call of a turn runs (concurrently), and each result goes back as a `tool` message.
 //! The client's own tools are returned to the client when the model calls them.
 
-use super::convo::{tool_work, Convo, Next, Work};
-use super::AgentError;
+use super::convo::{Convo, Next};
+use super::error::{AgentError, ErrorCode};
+use super::work::{tool_work, Work};
 use crate::config::Config;
+use crate::openai::answer::FinishReason;
+use crate::openai::message::{AgentMessage, OutMessage};
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::native_messages;
 use serde_json::{json, Value};
@@ -16,17 +19,16 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
     c.base.entry("tool_choice").or_insert_with(|| json!("auto"));
     if let Some(client) = req.raw.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(list) = client else {
-            return Err(AgentError::new(400, "invalid_tools", "'tools' must be an array"));
+            return Err(AgentError::new(400, ErrorCode::InvalidTools, "'tools' must be an array"));
         };
         for (i, t) in list.iter().enumerate() {
-            let name = t
-                .pointer("/function/name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| AgentError::new(400, "invalid_tools", format!("tools[{i}] has no function.name")))?;
+            let name = t.pointer("/function/name").and_then(Value::as_str).ok_or_else(|| {
+                AgentError::new(400, ErrorCode::InvalidTools, format!("tools[{i}] has no function.name"))
+            })?;
             if cfg.tools.get(name).is_some() {
                 return Err(AgentError::new(
                     400,
-                    "tool_name_clash",
+                    ErrorCode::ToolNameClash,
                     format!("tools[{i}]: '{name}' is also a tool of the gateway; rename the client's tool"),
                 ));
             }
@@ -34,14 +36,14 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
             c.client_tool_specs.push(t.clone());
         }
     }
-    c.messages = native_messages(req);
+    c.messages = native_messages(req).into_iter().map(OutMessage::Kept).collect();
     Ok(())
 }
 
 pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     let mut message = reply.message;
     if reply.tool_calls.is_empty() && !reply.content.trim().is_empty() {
-        return Next::Answer { content: reply.content, finish_reason: "stop" };
+        return Next::Answer { content: reply.content, finish_reason: FinishReason::Stop };
     }
     if c.final_ask {
         return c.limit_answer(cfg);
@@ -68,7 +70,7 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     if reply.tool_calls.iter().any(|tc| c.client_tools.contains(&tc.name)) {
         return client_calls(c, message);
     }
-    c.messages.push(echoed(message));
+    c.messages.push(OutMessage::Kept(echoed(message)));
     c.call_ids = ids;
     let reply_calls: Vec<(String, String)> =
         reply.tool_calls.iter().map(|tc| (tc.name.clone(), tc.arguments.clone())).collect();
@@ -142,11 +144,11 @@ fn parse_arguments(text: &str) -> Result<Value, String> {
 pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bool) {
     if c.call_ids.is_empty() {
         // No call to answer: a correction of an empty reply, as the user.
-        c.messages.push(json!({"role": "user", "content": observations.join("\n")}));
+        c.messages.push(AgentMessage::User { content: observations.join("\n") }.into());
     }
     let answered_calls = !c.call_ids.is_empty();
     for (id, content) in c.call_ids.drain(..).zip(observations) {
-        c.messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+        c.messages.push(AgentMessage::Tool { tool_call_id: id, content }.into());
     }
     // A forced choice (a named function, or "required") is honoured once: kept, it would make the model
     // call a tool on every turn until the limit (OpenAI's Agents SDK resets it the same way).
@@ -156,6 +158,6 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bo
     }
     if limit {
         c.base.insert("tool_choice".into(), json!("none"));
-        c.messages.push(json!({"role": "user", "content": cfg.template.native_final_request()}));
+        c.messages.push(AgentMessage::User { content: cfg.template.native_final_request().to_string() }.into());
     }
 }

@@ -1,4 +1,24 @@
-//! The only types the host exchanges with the agent: events in, commands out.
+//! The only types the host exchanges with the agent: what it knows of a request, events in, commands out.
+
+/// Per-request inputs that would otherwise come from a clock or a random source.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    /// Unique per request; becomes the completion id.
+    pub id: String,
+    /// Milliseconds on the host's clock when the request arrived, for its deadline.
+    pub now_ms: u64,
+    /// Unix seconds, for `created`.
+    pub unix_s: u64,
+    /// Seeds the jitter of retry backoffs.
+    pub seed: u64,
+    /// The client asked for the agent's steps (`x-api-agent-steps: true`).
+    pub steps: bool,
+    /// The request headers that `context.headers` names: (label, value).
+    pub context_headers: Vec<(String, String)>,
+    /// The host can stream callouts and answer the client while calls are pending (the dynamic
+    /// module): a streaming client gets its answer live (`agent::live`).
+    pub live: bool,
+}
 
 /// Minted by the agent for every callout; the host maps its own tokens to these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -64,6 +84,21 @@ pub enum Event<'a> {
     },
     /// The time the agent asked for with `Command::WakeAt` has come (a retry's backoff is over).
     Wake,
+}
+
+impl Event<'_> {
+    /// The event in a few words, for a log line.
+    pub fn describe(&self) -> String {
+        match self {
+            Event::ClientRequest { .. } => "client request".into(),
+            Event::UpstreamReply { status, .. } => format!("upstream reply {status}"),
+            Event::CallHead { id, status, .. } => format!("head {status} of call {}", id.0),
+            Event::CallData { id, .. } => format!("data of call {}", id.0),
+            Event::CallReply { id, status, .. } => format!("reply {status} to call {}", id.0),
+            Event::CallFailed { id, .. } => format!("failure of call {}", id.0),
+            Event::Wake => "wake-up".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,14 +1,17 @@
 //! ReAct mode: the tools are described in the system prompt, the model writes `Action:` text, and
 //! observations come back as user messages.
 
-use super::convo::{tool_work, Convo, Next, Work};
-use super::AgentError;
+use super::convo::{Convo, Next};
+use super::error::{AgentError, ErrorCode};
+use super::work::{tool_work, Work};
 use crate::config::Config;
 use crate::doc::json_string_contents;
+use crate::openai::answer::FinishReason;
+use crate::openai::message::{AgentMessage, OutMessage};
 use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::history::react_messages;
 use crate::prompt::react::{parse, Step};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Fields that make no sense on a ReAct turn: the tools are in the prompt.
 const DROPPED: [&str; 7] =
@@ -22,7 +25,7 @@ pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
     if req.raw.get("tools").is_some_and(|t| !t.is_null()) {
         return Err(AgentError::new(
             400,
-            "unsupported_tools",
+            ErrorCode::UnsupportedTools,
             "client-supplied 'tools' are not supported in ReAct mode; the gateway's tools come from its configuration",
         ));
     }
@@ -33,21 +36,23 @@ pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
     c.base.insert("stop".into(), merged_stop(req.raw.get("stop")));
     let (client_system, messages) = react_messages(req);
     c.system_prefix = Some(client_system.map(|t| json_string_contents(&format!("{t}\n\n"))).unwrap_or_default());
-    c.messages = messages;
+    c.messages = messages.into_iter().map(OutMessage::Kept).collect();
     Ok(())
 }
 
 pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     let text = reply.content;
     let kept = text.split("\nObservation:").next().unwrap_or("");
-    let kept = kept.split("\nQuestion:").next().unwrap_or("").trim_end().to_string();
-    c.messages.push(json!({"role": "assistant", "content": kept}));
+    let kept = kept.split("\nQuestion:").next().unwrap_or("").trim_end();
+    c.messages.push(AgentMessage::Assistant { content: kept.to_string() }.into());
     let malformed = |why: &str| {
         let work = Work::Known(format!("Invalid format: {why}. {}", cfg.template.format_reminder()));
         (Next::Tools(vec![work]), Some(format!("malformed:{kept}")), format!("the reply is not in the format: {why}"))
     };
     let (next, invalid, why) = match parse(&text) {
-        Step::Final { answer } if !answer.is_empty() => return Next::Answer { content: answer, finish_reason: "stop" },
+        Step::Final { answer } if !answer.is_empty() => {
+            return Next::Answer { content: answer, finish_reason: FinishReason::Stop }
+        }
         _ if c.final_ask => return c.limit_answer(cfg),
         Step::Final { .. } => malformed("the final answer is empty"),
         Step::Malformed { why } => malformed(&why),
@@ -74,7 +79,7 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bo
         content.push_str("\n\n");
         content.push_str(cfg.template.final_request());
     }
-    c.messages.push(json!({"role": "user", "content": content}));
+    c.messages.push(AgentMessage::User { content }.into());
 }
 
 /// The client's stop sequences (they apply to every turn), `Observation:` and `\nQuestion:`: at most

@@ -2,6 +2,7 @@
 //! status class and duration, malformed outputs, JSON-mode retries, tokens and time. The host turns it
 //! into metrics and one log line; it holds no body, prompt or secret.
 
+use super::error::ErrorCode;
 use crate::config::Mode;
 use crate::openai::Usage;
 
@@ -44,12 +45,12 @@ impl Outcome {
     ];
 
     /// The outcome an error code means.
-    pub fn of_error(status: u16, code: &str) -> Outcome {
+    pub fn of_error(status: u16, code: ErrorCode) -> Outcome {
         match code {
-            "llm_timeout" | "request_timeout" => Outcome::Timeout,
-            "json_schema_mismatch" => Outcome::SchemaMismatch,
-            "response_too_large" | "request_too_large" => Outcome::TooLarge,
-            _ if (400..500).contains(&status) && code != "upstream_error" => Outcome::ClientError,
+            ErrorCode::LlmTimeout | ErrorCode::RequestTimeout => Outcome::Timeout,
+            ErrorCode::JsonSchemaMismatch => Outcome::SchemaMismatch,
+            ErrorCode::ResponseTooLarge | ErrorCode::RequestTooLarge => Outcome::TooLarge,
+            _ if (400..500).contains(&status) && code != ErrorCode::UpstreamError => Outcome::ClientError,
             _ => Outcome::LlmError,
         }
     }
@@ -144,6 +145,43 @@ impl Report {
         }
     }
 
+    /// The request was answered at `ended_ms` (`limit`: for want of turns).
+    pub fn answered(&mut self, limit: bool, ended_ms: u64) {
+        self.outcome = if limit { Outcome::IterationLimit } else { Outcome::Answered };
+        self.status = 200;
+        self.ended_ms = ended_ms;
+    }
+
+    /// The request failed at `ended_ms` with `status` and `code`.
+    pub fn failed(&mut self, status: u16, code: ErrorCode, ended_ms: u64) {
+        self.outcome = Outcome::of_error(status, code);
+        self.status = status;
+        self.code = Some(code.as_str());
+        self.ended_ms = ended_ms;
+    }
+
+    /// The client got `status` from the host itself (`done`: after the agent's own answer): the
+    /// report says what the client got. False when that changes nothing: no status (the client
+    /// left), the status the agent sent, or a 2xx while the agent still ran (its own stream, left).
+    pub fn host_answered(&mut self, status: u16, done: bool, now_ms: u64) -> bool {
+        let same = done && self.status == status;
+        let left = !done && (200..300).contains(&status);
+        if !(100..600).contains(&status) || same || left {
+            return false;
+        }
+        if !done {
+            self.ended_ms = now_ms;
+        }
+        self.status = status;
+        self.code = Some(ErrorCode::HostReply.as_str());
+        self.outcome = if (200..300).contains(&status) {
+            Outcome::Answered
+        } else {
+            Outcome::of_error(status, ErrorCode::HostReply)
+        };
+        true
+    }
+
     pub fn total_ms(&self) -> u64 {
         self.ended_ms.saturating_sub(self.started_ms)
     }
@@ -191,13 +229,13 @@ mod tests {
 
     #[test]
     fn error_codes_map_to_outcomes() {
-        assert_eq!(Outcome::of_error(400, "invalid_request"), Outcome::ClientError);
-        assert_eq!(Outcome::of_error(401, "upstream_error"), Outcome::LlmError);
-        assert_eq!(Outcome::of_error(502, "llm_error"), Outcome::LlmError);
-        assert_eq!(Outcome::of_error(504, "llm_timeout"), Outcome::Timeout);
-        assert_eq!(Outcome::of_error(504, "request_timeout"), Outcome::Timeout);
-        assert_eq!(Outcome::of_error(502, "json_schema_mismatch"), Outcome::SchemaMismatch);
-        assert_eq!(Outcome::of_error(413, "request_too_large"), Outcome::TooLarge);
+        assert_eq!(Outcome::of_error(400, ErrorCode::InvalidRequest), Outcome::ClientError);
+        assert_eq!(Outcome::of_error(401, ErrorCode::UpstreamError), Outcome::LlmError);
+        assert_eq!(Outcome::of_error(502, ErrorCode::LlmError), Outcome::LlmError);
+        assert_eq!(Outcome::of_error(504, ErrorCode::LlmTimeout), Outcome::Timeout);
+        assert_eq!(Outcome::of_error(504, ErrorCode::RequestTimeout), Outcome::Timeout);
+        assert_eq!(Outcome::of_error(502, ErrorCode::JsonSchemaMismatch), Outcome::SchemaMismatch);
+        assert_eq!(Outcome::of_error(413, ErrorCode::RequestTooLarge), Outcome::TooLarge);
         assert_eq!(ToolClass::of_status(204), ToolClass::Ok2xx);
         assert_eq!(ToolClass::of_status(302), ToolClass::Other);
     }

@@ -3,7 +3,7 @@
 //! never past the request's deadline. The jitter comes from a seed given to the agent, not from a
 //! random source, so tests pin it.
 
-use super::{Call, Failure};
+use super::protocol::{Call, Failure};
 
 /// First backoff; doubled for every further attempt, up to `MAX_BACKOFF_MS`.
 pub const BASE_BACKOFF_MS: u64 = 200;

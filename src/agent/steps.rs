@@ -2,17 +2,43 @@
 //! ChatProxy returns its transcript: each LLM turn (tokens, milliseconds) and each tool call (name,
 //! arguments, status, an excerpt of the observation, milliseconds). Configured secrets are masked.
 
+use super::report::ToolClass;
 use crate::doc::truncate;
 use crate::openai::Usage;
 use crate::redact::redact;
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
 const EXCERPT_BYTES: usize = 300;
+
+/// One step as the client reads it; the fields serialise in this order, after `type`.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Step {
+    Llm { turn: usize, ms: Option<u64>, usage: Usage },
+    Tool { name: String, arguments: String, status: ToolStatus, observation: String, ms: u64 },
+}
+
+/// How a tool call ended: its HTTP status (a number), or how it ended without one (a string).
+#[derive(Debug, Clone, Copy)]
+pub enum ToolStatus {
+    Http(u16),
+    Ended(ToolClass),
+}
+
+impl Serialize for ToolStatus {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ToolStatus::Http(status) => s.serialize_u16(*status),
+            ToolStatus::Ended(class) => s.serialize_str(class.as_str()),
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct Steps {
     /// `None`: not asked for, nothing is recorded.
-    list: Option<Vec<Value>>,
+    list: Option<Vec<Step>>,
     secrets: Vec<String>,
 }
 
@@ -26,27 +52,25 @@ impl Steps {
     }
 
     /// `ms`: `None` for the first turn when the route's upstream answered it (not timed).
-    pub fn llm(&mut self, ms: Option<u64>, tokens: Usage) {
+    pub fn llm(&mut self, ms: Option<u64>, usage: Usage) {
         if let Some(list) = &mut self.list {
-            let n = list.iter().filter(|s| s["type"] == "llm").count() + 1;
-            list.push(json!({"type": "llm", "turn": n, "ms": ms, "usage": {
-                "prompt_tokens": tokens.prompt_tokens, "completion_tokens": tokens.completion_tokens,
-                "total_tokens": tokens.total_tokens}}));
+            let turn = list.iter().filter(|s| matches!(s, Step::Llm { .. })).count() + 1;
+            list.push(Step::Llm { turn, ms, usage });
         }
     }
 
-    /// `status`: the HTTP status, or how the call ended (`timed_out`, `failed`, `refused`).
-    pub fn tool(&mut self, name: &str, arguments: &str, status: Value, observation: &str, ms: u64) {
+    pub fn tool(&mut self, name: &str, arguments: &str, status: ToolStatus, observation: &str, ms: u64) {
         let Some(list) = &mut self.list else {
             return;
         };
         let mask = |s: &str| redact(&truncate(s, EXCERPT_BYTES), &self.secrets).into_owned();
-        list.push(json!({"type": "tool", "name": name, "arguments": mask(arguments), "status": status,
-            "observation": mask(observation), "ms": ms}));
+        let (arguments, observation) = (mask(arguments), mask(observation));
+        list.push(Step::Tool { name: name.to_string(), arguments, status, observation, ms });
     }
 
     pub fn value(&self) -> Option<Value> {
-        self.list.as_ref().map(|l| Value::Array(l.clone()))
+        // Plain data with string keys: serialising it cannot fail.
+        self.list.as_ref().map(|l| serde_json::to_value(l).unwrap_or(Value::Null))
     }
 }
 
@@ -56,5 +80,27 @@ pub fn delta(after: Usage, before: Usage) -> Usage {
         prompt_tokens: after.prompt_tokens.saturating_sub(before.prompt_tokens),
         completion_tokens: after.completion_tokens.saturating_sub(before.completion_tokens),
         total_tokens: after.total_tokens.saturating_sub(before.total_tokens),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_keep_their_wire_text() {
+        let mut s = Steps::new(true, vec!["k3y".into()]);
+        s.llm(None, Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
+        s.tool("f", r#"{"key":"k3y"}"#, ToolStatus::Http(200), "ok", 7);
+        s.llm(Some(9), Usage::default());
+        s.tool("g", "", ToolStatus::Ended(ToolClass::Refused), "no", 0);
+        let want = concat!(
+            r#"[{"type":"llm","turn":1,"ms":null,"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}},"#,
+            r#"{"type":"tool","name":"f","arguments":"{\"key\":\"[redacted]\"}","status":200,"observation":"ok","ms":7},"#,
+            r#"{"type":"llm","turn":2,"ms":9,"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}},"#,
+            r#"{"type":"tool","name":"g","arguments":"","status":"refused","observation":"no","ms":0}]"#
+        );
+        assert_eq!(s.value().map(|v| v.to_string()).as_deref(), Some(want));
+        assert!(Steps::new(false, Vec::new()).value().is_none());
     }
 }

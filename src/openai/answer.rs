@@ -7,6 +7,26 @@ use serde_json::{json, Value};
 pub const JSON: &str = "application/json";
 pub const SSE: &str = "text/event-stream";
 
+/// Why the answer ends, as the client reads it; `as_str` is the only place its wire text is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    /// The loop ran out of turns (or the model kept repeating an invalid action).
+    Length,
+    /// The client's own tool calls (or calls that need its approval) are returned to it.
+    ToolCalls,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+        }
+    }
+}
+
 /// A final answer, rendered the same way for every path that ends the loop.
 #[derive(Debug, Clone)]
 pub struct Answer<'a> {
@@ -14,7 +34,7 @@ pub struct Answer<'a> {
     pub created: u64,
     pub model: &'a str,
     pub content: &'a str,
-    pub finish_reason: &'a str,
+    pub finish_reason: FinishReason,
     pub usage: Usage,
     /// The client's own tool calls, returned for it to run (native mode).
     pub tool_calls: Option<&'a Value>,
@@ -43,7 +63,7 @@ pub fn completion(a: &Answer<'_>) -> Vec<u8> {
         }
     }
     out.extend_from_slice(b",\"logprobs\":null,\"finish_reason\":");
-    string(&mut out, a.finish_reason);
+    string(&mut out, a.finish_reason.as_str());
     out.extend_from_slice(b"}],\"usage\":");
     value(&mut out, &usage_json(a.usage));
     if let Some(steps) = &a.steps {
@@ -139,7 +159,7 @@ pub fn rest(a: &Answer<'_>, head: &ChunkHead<'_>, content: &str) -> Vec<u8> {
         events.push(head.chunk(json!({"content": content}), Value::Null));
     }
     events.extend(tool_call_deltas(a.tool_calls).into_iter().map(|d| head.chunk(d, Value::Null)));
-    events.push(head.chunk(json!({}), json!(a.finish_reason)));
+    events.push(head.chunk(json!({}), json!(a.finish_reason.as_str())));
     if head.include_usage {
         events.push(json!({
             "id": head.id, "object": "chat.completion.chunk", "created": head.created, "model": head.model,

@@ -2,6 +2,7 @@
 //! sent), the LLM's reply, and the answers we write (JSON, SSE chunks, errors).
 
 pub mod answer;
+pub mod message;
 pub mod reasoning;
 pub mod sse;
 pub mod text_calls;
@@ -151,7 +152,7 @@ fn parse_tool_call(c: &Value) -> Result<ToolCall, String> {
     Ok(ToolCall { id, name: name.to_string(), arguments })
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,

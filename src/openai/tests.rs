@@ -53,7 +53,7 @@ fn sse_framing() {
         created: 7,
         model: "m",
         content: "a \"b\"\nc",
-        finish_reason: "stop",
+        finish_reason: FinishReason::Stop,
         usage: Usage::default(),
         tool_calls: None,
         steps: None,

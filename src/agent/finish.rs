@@ -1,0 +1,193 @@
+//! How the request ends for the client: its answer as a completion, as SSE chunks, or as the rest of
+//! a live stream; or its error, as a status of its own while nothing was sent, else in the body.
+
+use super::convo::Convo;
+use super::error::{AgentError, ErrorCode};
+use super::live::Live;
+use super::protocol::{CallId, Command, Reply, RequestMeta};
+use crate::config::{Config, Mode};
+use crate::doc::truncate;
+use crate::openai::answer::{self, Answer, FinishReason};
+use crate::openai::ChatRequest;
+use serde_json::Value;
+
+/// Error messages quote upstream bodies; they stay far below any buffer limit.
+const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
+
+/// The client's response: how it asked for it, and whether it has begun.
+#[derive(Debug)]
+pub struct Response {
+    /// The completion's id and `created`.
+    id: String,
+    created: u64,
+    /// SSE, and a usage chunk in it (`stream_options.include_usage`).
+    pub stream: bool,
+    include_usage: bool,
+    /// The client has response headers: its response (a stream, if it asked for one) has begun.
+    pub responding: bool,
+    /// Live streaming, for a streaming client on a host that declared it.
+    live: Option<Live>,
+    /// `maxResponseBytes`.
+    limit: usize,
+}
+
+impl Response {
+    pub fn new(cfg: &Config, meta: &RequestMeta) -> Response {
+        let id = format!("chatcmpl-{}", meta.id);
+        let limit = cfg.max_response_bytes;
+        Response { id, created: meta.unix_s, stream: false, include_usage: false, responding: false, live: None, limit }
+    }
+
+    /// What the client's request asks of its response.
+    pub fn asked(&mut self, req: &ChatRequest) {
+        self.stream = req.stream;
+        self.include_usage = req.include_usage;
+    }
+
+    /// The host streams callouts: a streaming client gets its answer live (`relay`: the text as the
+    /// model writes it; not in JSON mode, where the answer is rewritten).
+    pub fn go_live(&mut self, mode: Mode, relay: bool) {
+        if self.stream {
+            let (id, created, limit) = (self.id.clone(), self.created, self.limit);
+            self.live = Some(Live::new(mode, relay, self.include_usage, id, created, limit));
+        }
+    }
+
+    /// Every turn is a streamed callout, its text relayed as it comes.
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// A streamed LLM turn went out under `id`.
+    pub fn start_turn(&mut self, id: CallId) {
+        if let Some(live) = self.live.as_mut() {
+            live.start_turn(id);
+        }
+    }
+
+    /// The LLM turn `id` is over: whether its text went to the client (it cannot be asked again),
+    /// and its reply as one completion when it came as SSE.
+    pub fn end_turn(&mut self, id: CallId) -> (bool, Option<Result<Vec<u8>, String>>) {
+        let Some(live) = self.live.as_mut() else {
+            return (false, None);
+        };
+        (live.relayed_in(id), live.end_turn(id))
+    }
+
+    /// A keep-alive comment, when a live stream has been silent for a while.
+    pub fn keep_alive(&mut self, now_ms: u64) -> Option<Command> {
+        self.live.as_mut()?.keep_alive(now_ms).map(Command::Send)
+    }
+
+    /// When to wake for the next keep-alive.
+    pub fn next_keep_alive(&self) -> Option<u64> {
+        self.live.as_ref()?.next_keep_alive()
+    }
+
+    /// The client's stream starts with `body`: from now on a failure is an error event in it.
+    pub fn open(&mut self, body: Vec<u8>) -> Reply {
+        self.responding = true;
+        Reply { status: 200, content_type: answer::SSE, body }
+    }
+
+    /// The head of a streamed LLM turn: a 2xx SSE reply is read as it comes.
+    pub fn head_of(&mut self, id: CallId, status: u16, event_stream: bool) {
+        if let Some(l) = self.live.as_mut() {
+            l.head_of(id, status, event_stream);
+        }
+    }
+
+    /// The next bytes of a streamed LLM turn: what the client gets of them now, if anything (the
+    /// first answer text opens its stream).
+    pub fn data(&mut self, id: CallId, data: &[u8], model: &str, now_ms: u64) -> Option<Command> {
+        match self.live.as_mut()?.data(id, data, model, now_ms)? {
+            (true, body) => Some(Command::Open(self.open(body))),
+            (false, bytes) => Some(Command::Send(bytes)),
+        }
+    }
+
+    /// Live streaming: the loop goes on to tools, so the client's stream starts now (once).
+    pub fn open_for_tools(&mut self, model: &str, now_ms: u64) -> Option<Reply> {
+        let body = self.live.as_mut()?.open(model, now_ms)?;
+        Some(self.open(body))
+    }
+
+    /// The answer as the client gets it; `Err` when it is over maxResponseBytes.
+    pub fn answer(
+        &self,
+        c: &Convo,
+        content: &str,
+        finish_reason: FinishReason,
+        tool_calls: Option<&Value>,
+        steps: Option<Value>,
+    ) -> Result<Reply, AgentError> {
+        let (model, usage) = (c.model.as_str(), c.usage);
+        let a = Answer { id: &self.id, created: self.created, model, content, finish_reason, usage, tool_calls, steps };
+        let (content_type, body, sent) = match self.live.as_ref().filter(|l| l.is_open()) {
+            Some(live) => {
+                let rest = live.rest_of(content);
+                (answer::SSE, answer::rest(&a, &live.head(), &rest), live.sent_bytes)
+            }
+            None if self.stream => (answer::SSE, answer::chunks(&a, self.include_usage), 0),
+            None => (answer::JSON, answer::completion(&a), 0),
+        };
+        if sent + body.len() > self.limit {
+            return Err(AgentError::new(
+                502,
+                ErrorCode::ResponseTooLarge,
+                format!(
+                    "the answer is {} bytes as sent, more than maxResponseBytes ({}); raise maxResponseBytes \
+                     together with the listener's per_connection_buffer_limit_bytes",
+                    sent + body.len(),
+                    self.limit
+                ),
+            ));
+        }
+        Ok(Reply { status: 200, content_type, body })
+    }
+
+    /// The error as the client gets it. Before the upstream answered, the status is still ours to
+    /// set: a plain JSON error, as OpenAI sends for a rejected request, even when a stream was asked for.
+    pub fn error(&self, e: &AgentError) -> Reply {
+        let err = answer::error(&truncate(&e.message, MAX_ERROR_MESSAGE_BYTES), e.kind(), e.code.as_str());
+        let (content_type, body) = match (self.responding, self.stream) {
+            (true, true) => (answer::SSE, self.end_of_stream_error(err, e.code)),
+            (true, false) => (answer::JSON, answer::late_error(err)),
+            (false, _) => (answer::JSON, err.to_string().into_bytes()),
+        };
+        Reply { status: e.status, content_type, body }
+    }
+
+    /// An error event, kept within maxResponseBytes after what a live stream already sent (a
+    /// long message gives way to a short one).
+    fn end_of_stream_error(&self, err: Value, code: ErrorCode) -> Vec<u8> {
+        let body = answer::error_sse(&err);
+        let sent = self.live.as_ref().map_or(0, |l| l.sent_bytes);
+        if sent + body.len() <= self.limit {
+            return body;
+        }
+        let short = format!("the request failed ({}); the details are in the gateway's log", code.as_str());
+        answer::error_sse(&answer::error(&short, "api_error", code.as_str()))
+    }
+}
+
+/// The provider's answer to the first turn when it is an error: an OpenAI error object passes as it
+/// is; anything else (Envoy's own plain-text 503/504, a proxy's HTML page) is wrapped in one, with
+/// the same status.
+pub fn upstream_error(status: u16, body: &[u8]) -> Reply {
+    let is_openai_error =
+        serde_json::from_slice::<Value>(body).is_ok_and(|v| v.get("error").is_some_and(Value::is_object));
+    if is_openai_error && body.len() <= MAX_ERROR_MESSAGE_BYTES * 4 {
+        return Reply { status, content_type: answer::JSON, body: body.to_vec() };
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    let message = if text.is_empty() {
+        format!("the LLM upstream answered HTTP {status} with no body")
+    } else {
+        format!("the LLM upstream answered HTTP {status}: {}", truncate(text, 500))
+    };
+    let kind = if (400..500).contains(&status) { "invalid_request_error" } else { "api_error" };
+    let body = answer::error(&message, kind, ErrorCode::UpstreamError.as_str()).to_string().into_bytes();
+    Reply { status, content_type: answer::JSON, body }
+}

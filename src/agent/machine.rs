@@ -1,0 +1,475 @@
+//! The agent loop as a sans-IO state machine: states named by what they await, and the transitions
+//! between them. The other files say what a reply or a call means (`llm`, `tool_phase`, `format`,
+//! `approval`, `finish`); this one alone changes the state.
+
+use super::approval;
+use super::batch::Batch;
+use super::calls::{self, Calls};
+use super::convo::{Convo, Next};
+use super::error::{AgentError, ErrorCode};
+use super::finish::{self, Response};
+use super::format::{self, Format, Target};
+use super::llm;
+use super::mcp::Sessions;
+use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
+use super::report::Report;
+use super::retry::{self, Retry};
+use super::steps::{self, Steps};
+use super::tool_phase::ToolPhase;
+use super::work::Work;
+use crate::config::{Config, LoopPhase};
+use crate::doc::truncate;
+use crate::openai::answer::FinishReason;
+use crate::openai::{ChatRequest, Usage};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// What the agent waits for next.
+#[derive(Debug)]
+pub enum State {
+    AwaitRequest,
+    /// The route's upstream answers the forwarded first turn.
+    AwaitFirstLlm(Convo),
+    /// An LLM turn by callout (kept to be sent again).
+    AwaitLlm(Retry, Convo),
+    AwaitTools(Convo, Box<Batch>),
+    /// Calls the client approved, run before the first LLM turn.
+    AwaitApproved(Box<ApprovedRequest>, Box<Batch>),
+    /// JSON mode: the answer is being turned into JSON; the finish reason is kept for the end.
+    AwaitFormat(Retry, Convo, Box<Format>, FinishReason),
+    Done,
+}
+
+/// The client's request while the calls it approved run.
+#[derive(Debug)]
+pub struct ApprovedRequest {
+    req: ChatRequest,
+    json: Option<Target>,
+    /// The `tool` messages that get the results, in call order.
+    messages: Vec<usize>,
+}
+
+/// The loop: what it keeps across states, and the transitions between them (the only code that
+/// changes the state).
+pub struct Machine {
+    cfg: Rc<Config>,
+    pub(super) meta: RequestMeta,
+    pub(super) response: Response,
+    calls: Calls,
+    /// The host's clock at the event being handled.
+    now: u64,
+    pub(super) report: Report,
+    steps: Steps,
+    /// MCP sessions, seeded by the host and left for it.
+    pub(super) mcp_sessions: Sessions,
+    pub(super) state: State,
+}
+
+type Step = (State, Vec<Command>);
+
+impl Machine {
+    pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Machine {
+        let calls = Calls::new(meta.seed, meta.now_ms, cfg.llm.max_request_time_ms);
+        let report = Report::new(cfg.mode, meta.now_ms);
+        let want_steps = meta.steps || cfg.return_steps;
+        let steps = Steps::new(want_steps, if want_steps { cfg.secrets() } else { Vec::new() });
+        Machine {
+            response: Response::new(&cfg, &meta),
+            now: meta.now_ms,
+            cfg,
+            meta,
+            calls,
+            report,
+            steps,
+            mcp_sessions: BTreeMap::new(),
+            state: State::AwaitRequest,
+        }
+    }
+
+    /// Feeds one event; the commands are for the host to run now (`Agent::handle`).
+    pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Vec<Command> {
+        self.now = now_ms;
+        let keep_alive = if let Event::Wake = event { self.response.keep_alive(now_ms) } else { None };
+        let state = std::mem::replace(&mut self.state, State::Done);
+        let (state, mut commands) = self.step(state, event, now_ms);
+        if let Some(send) = keep_alive.filter(|_| !matches!(state, State::Done)) {
+            commands.insert(0, send);
+        }
+        self.state = state;
+        if let Some(at) = self.wake_at() {
+            commands.push(Command::WakeAt(at));
+        }
+        commands
+    }
+
+    /// The earliest time a waiting retry is due, if the request is still running.
+    fn wake_at(&self) -> Option<u64> {
+        let due = match &self.state {
+            State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => r.due,
+            State::AwaitTools(_, b) | State::AwaitApproved(_, b) => b.next_due(),
+            State::Done => return None,
+            _ => None,
+        };
+        let keep_alive = self.response.next_keep_alive();
+        due.into_iter().chain(keep_alive).min()
+    }
+
+    fn step(&mut self, state: State, event: Event<'_>, now_ms: u64) -> Step {
+        match (state, event) {
+            (State::AwaitRequest, Event::ClientRequest { body }) => self.start(body, now_ms),
+            (State::AwaitFirstLlm(c), Event::UpstreamReply { status, body, headers_sent }) => {
+                self.response.responding = headers_sent;
+                self.on_llm(c, status, body, None, now_ms)
+            }
+            (State::AwaitLlm(r, c), Event::CallHead { id, status, headers }) if r.call.id == id => {
+                self.response.head_of(id, status, llm::is_event_stream(headers));
+                (State::AwaitLlm(r, c), Vec::new())
+            }
+            (State::AwaitLlm(r, c), Event::CallData { id, data }) if r.call.id == id => {
+                let command = self.response.data(id, data, &c.model, now_ms);
+                (State::AwaitLlm(r, c), command.into_iter().collect())
+            }
+            (state, Event::CallHead { .. } | Event::CallData { .. }) => (state, Vec::new()),
+            (State::AwaitLlm(r, c), Event::CallReply { id, status, headers, body }) if r.call.id == id => {
+                self.on_llm_reply(r, c, (status, headers, body), now_ms)
+            }
+            (State::AwaitFormat(r, c, f, reason), Event::CallReply { id, status, headers, body })
+                if r.call.id == id =>
+            {
+                self.on_format(r, (c, f, reason), (status, headers, body), now_ms)
+            }
+            (state @ (State::AwaitLlm(..) | State::AwaitFormat(..)), Event::CallFailed { id, failure })
+                if llm_call_of(&state) == Some(id) =>
+            {
+                self.on_llm_failed(state, id, failure, now_ms)
+            }
+            (state @ (State::AwaitLlm(..) | State::AwaitFormat(..)), Event::Wake) => self.resend_llm(state, now_ms),
+            (State::AwaitTools(c, mut b), event) if b.takes(&event) => {
+                self.tools().on_event(&mut b, event, now_ms);
+                self.on_tool_done(c, b, now_ms)
+            }
+            (State::AwaitApproved(a, mut b), event) if b.takes(&event) => {
+                self.tools().on_event(&mut b, event, now_ms);
+                self.on_approved_done(a, b, now_ms)
+            }
+            (state, event) => {
+                log::warn!("#{} ignored an event the agent does not wait for: {}", self.meta.id, event.describe());
+                (state, Vec::new())
+            }
+        }
+    }
+
+    fn start(&mut self, body: &[u8], now_ms: u64) -> Step {
+        let mut req = match ChatRequest::parse(body) {
+            Ok(r) => r,
+            Err(e) => return self.fail(AgentError::new(400, ErrorCode::InvalidRequest, e)),
+        };
+        self.response.asked(&req);
+        let json = match Target::for_request(&self.cfg, &req) {
+            Ok(t) => t,
+            Err(e) => return self.fail(e),
+        };
+        if self.meta.live {
+            self.response.go_live(self.cfg.mode, json.is_none());
+        }
+        let approved = approval::scan(&self.cfg, &mut req);
+        if approved.is_empty() {
+            // Live streaming needs every turn to be a streamed callout.
+            let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.response.is_live();
+            return self.begin(req, json, first_by_callout, now_ms);
+        }
+        // Approved calls run first, by callout; the turns then run as in `loop: request`.
+        let messages: Vec<usize> = approved.iter().map(|a| a.message).collect();
+        let work = approval::work(&self.cfg, &approved);
+        self.tools().count(&work);
+        let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
+        self.on_approved_done(Box::new(ApprovedRequest { req, json, messages }), batch, now_ms)
+    }
+
+    /// Sends what the approved calls may start now; once all are answered, their results replace the
+    /// approvals in the conversation and the first LLM turn goes out.
+    fn on_approved_done(&mut self, mut a: Box<ApprovedRequest>, mut b: Box<Batch>, now_ms: u64) -> Step {
+        let commands = self.tools().dispatch(&mut b, now_ms);
+        if !b.is_complete() {
+            return (State::AwaitApproved(a, b), commands);
+        }
+        for (i, observation) in a.messages.into_iter().zip(b.into_observations()) {
+            approval::set_content(&mut a.req, i, &observation);
+        }
+        self.begin(a.req, a.json, true, now_ms)
+    }
+
+    /// The conversation and its first LLM turn: forwarded through the route, or by callout.
+    fn begin(&mut self, req: ChatRequest, json: Option<Target>, first_by_callout: bool, now_ms: u64) -> Step {
+        let (mut c, body) = match llm::start(&self.cfg, req, &self.meta) {
+            Ok(started) => started,
+            Err(e) => return self.fail(e),
+        };
+        c.json = json;
+        if first_by_callout {
+            // Every turn is a callout, the first one too: it can be retried, and its failure still has
+            // its own status.
+            let body = if self.response.is_live() {
+                c.stream_turns();
+                c.body(&self.cfg, self.cfg.llm.model.as_deref())
+            } else {
+                c.first_callout_body(&self.cfg, body)
+            };
+            return self.ask(c, body, now_ms);
+        }
+        match llm::forwardable(&self.cfg, body) {
+            Ok(body) => (State::AwaitFirstLlm(c), vec![Command::Forward { body }]),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// An agent turn's LLM callout: streamed when the answer goes to the client live.
+    fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
+        let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
+        if self.response.is_live() {
+            r.call.stream = true;
+            self.response.start_turn(r.call.id);
+        }
+        let call = r.call.clone();
+        (State::AwaitLlm(r, c), vec![Command::Dispatch(call)])
+    }
+
+    /// A streamed turn's reply is read from what came as data; a retryable failure goes again.
+    fn on_llm_reply(&mut self, mut r: Retry, c: Convo, reply: (u16, &[(String, String)], &[u8]), now_ms: u64) -> Step {
+        let ((status, headers, body), id) = (reply, r.call.id);
+        let ms = self.llm_answered(id, status, body, now_ms);
+        let (relayed, streamed) = self.response.end_turn(id);
+        let wait = retry::status_wait(status, headers).filter(|_| !relayed);
+        if self.retry_llm(&mut r, wait, now_ms) {
+            return (State::AwaitLlm(r, c), Vec::new());
+        }
+        match streamed {
+            Some(Ok(completion)) if (200..300).contains(&status) => self.on_llm(c, status, &completion, ms, now_ms),
+            Some(Err(why)) if (200..300).contains(&status) => {
+                self.fail(AgentError::new(502, ErrorCode::LlmBadReply, why))
+            }
+            _ => self.on_llm(c, status, body, ms, now_ms),
+        }
+    }
+
+    /// `ms`: how long the turn's callout took (none for the route's first turn).
+    fn on_llm(&mut self, mut c: Convo, status: u16, body: &[u8], ms: Option<u64>, now_ms: u64) -> Step {
+        c.replies += 1;
+        self.report.llm_turns += 1;
+        if c.replies == 1 && !(200..300).contains(&status) {
+            // The provider's own answer to the client's request: its status and error, as sent.
+            self.report.failed(status, ErrorCode::UpstreamError, now_ms);
+            log::warn!("#{} the LLM answered the first turn HTTP {status}: {}", self.meta.id, calls::excerpt(body));
+            return (State::Done, vec![Command::Reply(finish::upstream_error(status, body))]);
+        }
+        if let Some(e) = llm::status_error(status, body) {
+            return self.fail(e);
+        }
+        let before = c.usage;
+        let next = llm::read(&mut c, &self.cfg, body);
+        self.llm_read(&c, before, ms);
+        match next {
+            Ok(Next::Answer { content, finish_reason }) => match c.json.take() {
+                Some(target) => {
+                    let f = Box::new(Format::start(target, &c.question, &content));
+                    let body = f.body(&self.cfg, &c.model);
+                    self.format_call(c, f, finish_reason, body, now_ms)
+                }
+                None => self.finish(&c, &content, finish_reason, None),
+            },
+            Ok(Next::ClientTools(message)) => {
+                let content = message.get("content").and_then(Value::as_str).unwrap_or("").to_string();
+                self.finish(&c, &content, FinishReason::ToolCalls, message.get("tool_calls"))
+            }
+            Ok(Next::Tools(work)) if work.iter().any(|w| matches!(w, Work::Confirm { .. })) => {
+                self.ask_approval(&c, &work)
+            }
+            Ok(Next::Tools(work)) => {
+                self.tools().count(&work);
+                if let Some(e) = self.calls.deadline_error(now_ms) {
+                    return self.fail(e);
+                }
+                let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
+                let open = self.response.open_for_tools(&c.model, now_ms).map(Command::Open);
+                let (state, commands) = self.on_tool_done(c, batch, now_ms);
+                (state, open.into_iter().chain(commands).collect())
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Dispatches what the batch may start now; once every call of the turn is answered, feeds the
+    /// observations back and asks the LLM again, by callout.
+    fn on_tool_done(&mut self, mut c: Convo, mut b: Box<Batch>, now_ms: u64) -> Step {
+        let commands = self.tools().dispatch(&mut b, now_ms);
+        if !b.is_complete() {
+            return (State::AwaitTools(c, b), commands);
+        }
+        if let Some(last) = b.last_real() {
+            c.last_observation = last.to_string();
+        }
+        if let Some(e) = self.calls.deadline_error(now_ms) {
+            return self.fail(e);
+        }
+        let body = llm::observe(&mut c, &self.cfg, b.into_observations());
+        self.ask(c, body, now_ms)
+    }
+
+    /// The turn's calls of `policy.confirm` tools go back to the client; the turn's other calls are not
+    /// run (the model asks again once the client answers).
+    fn ask_approval(&mut self, c: &Convo, work: &[Work]) -> Step {
+        let calls = approval::calls_for_client(work, &c.call_ids, &self.meta.id, c.iterations);
+        log::info!("#{} {} call(s) returned to the client for approval", self.meta.id, calls.len());
+        // Strings only: serialising them cannot fail.
+        let calls = serde_json::to_value(calls).unwrap_or_default();
+        self.finish(c, "", FinishReason::ToolCalls, Some(&calls))
+    }
+
+    /// A failed LLM call: sent again after a backoff while retries and time are left, else the end.
+    fn on_llm_failed(&mut self, mut state: State, id: CallId, failure: &Failure, now_ms: u64) -> Step {
+        let (failure, _) = self.calls.failed(id, failure, now_ms);
+        log::warn!("#{} LLM call {} {failure}", self.meta.id, id.0);
+        // A turn whose text the client already has cannot be asked again.
+        let (relayed, _) = self.response.end_turn(id);
+        let wait = retry::failure_wait(&failure).filter(|_| !relayed);
+        let retried = match &mut state {
+            State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => self.retry_llm(r, wait, now_ms),
+            _ => false,
+        };
+        if retried {
+            return (state, Vec::new());
+        }
+        let (status, code) =
+            if failure == Failure::Timeout { (504, ErrorCode::LlmTimeout) } else { (502, ErrorCode::LlmUnavailable) };
+        self.fail(AgentError::new(status, code, format!("the LLM call {failure}")))
+    }
+
+    /// Schedules the LLM call `r` to be sent again, if `wait` says it may be retried and a retry is
+    /// left that ends before the deadline.
+    fn retry_llm(&mut self, r: &mut Retry, wait: Option<retry::Wait>, now_ms: u64) -> bool {
+        let retried = llm::retry(&self.cfg, &mut self.calls, r, wait, now_ms, &self.meta.id);
+        self.report.llm_retries += u32::from(retried);
+        retried
+    }
+
+    /// The backoff of the LLM call is over: the same request goes out again under a new id. An early
+    /// wake-up leaves the retry waiting (it is asked for again by `WakeAt`).
+    fn resend_llm(&mut self, mut state: State, now_ms: u64) -> Step {
+        let call = match &mut state {
+            State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => llm::resend(&self.cfg, &mut self.calls, r, now_ms),
+            _ => None,
+        };
+        let Some(call) = call else {
+            return (state, Vec::new());
+        };
+        if call.stream {
+            self.response.start_turn(call.id);
+        }
+        (state, vec![Command::Dispatch(call)])
+    }
+
+    /// Times an answered LLM callout; a failing one gets a warning with an excerpt of its body.
+    fn llm_answered(&mut self, id: CallId, status: u16, body: &[u8], now_ms: u64) -> Option<u64> {
+        let ms = self.calls.answered(id, now_ms);
+        if let Some(ms) = ms {
+            self.report.llm_ms.push(ms);
+        }
+        if !(200..300).contains(&status) {
+            log::warn!("#{} LLM call {} answered HTTP {status}: {}", self.meta.id, id.0, calls::excerpt(body));
+        }
+        ms
+    }
+
+    /// Records an LLM reply just read: the tokens so far, and its step.
+    fn llm_read(&mut self, c: &Convo, before: Usage, ms: Option<u64>) {
+        self.report.tokens = c.usage;
+        self.steps.llm(ms, steps::delta(c.usage, before));
+    }
+
+    /// The tool phase's view of the agent, for one event.
+    fn tools(&mut self) -> ToolPhase<'_> {
+        ToolPhase {
+            cfg: &self.cfg,
+            request: &self.meta.id,
+            calls: &mut self.calls,
+            sessions: &mut self.mcp_sessions,
+            report: &mut self.report,
+            steps: &mut self.steps,
+        }
+    }
+
+    /// The formatting call's reply: a retry, a weaker response_format, another try, or the answer.
+    fn on_format(
+        &mut self,
+        mut r: Retry,
+        (mut c, mut f, reason): (Convo, Box<Format>, FinishReason),
+        (status, headers, body): (u16, &[(String, String)], &[u8]),
+        now_ms: u64,
+    ) -> Step {
+        let ms = self.llm_answered(r.call.id, status, body, now_ms);
+        // A refused response_format is stepped down at once, not sent again as it was.
+        let wait = retry::status_wait(status, headers).filter(|_| !f.has_response_format() || status == 429);
+        if self.retry_llm(&mut r, wait, now_ms) {
+            return (State::AwaitFormat(r, c, f, reason), Vec::new());
+        }
+        self.report.llm_turns += 1;
+        if let Some(weaker) = f.refused(status) {
+            log::info!(
+                "#{} the formatting call was refused (HTTP {status}); trying response_format {weaker}",
+                self.meta.id
+            );
+            let body = f.body(&self.cfg, &c.model);
+            return self.format_call(c, f, reason, body, now_ms);
+        }
+        if let Some(e) = llm::status_error(status, body) {
+            return self.fail(e);
+        }
+        let before = c.usage;
+        let outcome = f.on_reply(&self.cfg, &c.model, body, &mut c.usage);
+        self.llm_read(&c, before, ms);
+        match outcome {
+            Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
+            Ok(format::Outcome::Retry(body)) => {
+                self.report.json_retries += 1;
+                if let Some(e) = self.calls.deadline_error(now_ms) {
+                    return self.fail(e);
+                }
+                self.format_call(c, f, reason, body, now_ms)
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// A formatting request of JSON mode.
+    fn format_call(&mut self, c: Convo, f: Box<Format>, reason: FinishReason, body: Vec<u8>, now_ms: u64) -> Step {
+        let r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
+        let call = r.call.clone();
+        (State::AwaitFormat(r, c, f, reason), vec![Command::Dispatch(call)])
+    }
+
+    fn finish(&mut self, c: &Convo, content: &str, reason: FinishReason, tool_calls: Option<&Value>) -> Step {
+        match self.response.answer(c, content, reason, tool_calls, self.steps.value()) {
+            Ok(reply) => {
+                self.report.answered(reason == FinishReason::Length, self.now);
+                (State::Done, vec![Command::Reply(reply)])
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn fail(&mut self, e: AgentError) -> Step {
+        // The message can quote upstream bodies: debug only (the request's info line has the code).
+        log::debug!("#{} request failed ({}): {}", self.meta.id, e.status, truncate(&e.message, 300));
+        self.report.failed(e.status, e.code, self.now);
+        (State::Done, vec![Command::Reply(self.response.error(&e))])
+    }
+}
+
+/// The LLM call a state waits for.
+fn llm_call_of(state: &State) -> Option<CallId> {
+    match state {
+        State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => Some(r.call.id),
+        _ => None,
+    }
+}

@@ -1,0 +1,189 @@
+//! A turn's tool phase: its batch's calls go out as the concurrency limit allows (an MCP call through
+//! its session's handshake first), each reply or failure becomes what the model is told or a retry
+//! later, and each call's end is recorded in the report and the steps.
+
+use super::batch::Batch;
+use super::calls::{excerpt, Calls};
+use super::mcp::{self, Sessions};
+use super::protocol::{CallId, Command, Event, Failure};
+use super::report::{Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
+use super::retry::{self, Wait};
+use super::steps::{Steps, ToolStatus};
+use super::work::{self, ToolCall, Work};
+use crate::config::Config;
+use crate::doc::truncate;
+
+/// What the tool phase reads and records, borrowed from the agent for one event.
+pub struct ToolPhase<'a> {
+    pub cfg: &'a Config,
+    /// The request's id, for logs and JSON-RPC ids.
+    pub request: &'a str,
+    pub calls: &'a mut Calls,
+    pub sessions: &'a mut Sessions,
+    pub report: &'a mut Report,
+    pub steps: &'a mut Steps,
+}
+
+impl ToolPhase<'_> {
+    /// Counts a turn's malformed output and the calls refused before sending.
+    pub fn count(&mut self, work: &[Work]) {
+        for w in work {
+            match w {
+                Work::Known(_) => self.report.malformed += 1,
+                Work::Refused { name, observation, .. } => {
+                    self.steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
+                    let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
+                    self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
+                }
+                Work::Call { .. } | Work::Confirm { .. } => {}
+            }
+        }
+    }
+
+    /// The calls of the batch that may start now.
+    pub fn dispatch(&mut self, b: &mut Batch, now_ms: u64) -> Vec<Command> {
+        let mut commands = Vec::new();
+        while let Some((id, call)) = b.take(|| self.calls.mint()) {
+            let (call, started) = self.mcp_step(b, id, call);
+            let timeout = self.calls.bounded(call.timeout_ms, now_ms);
+            let call = call.into_call(id, timeout);
+            self.calls.went_out(id, now_ms, timeout, started.unwrap_or(now_ms));
+            let name = b.name_of(id).unwrap_or_default();
+            log::debug!(
+                "#{} tool {name}: {} {} {}",
+                self.request,
+                call.cluster,
+                call.method,
+                truncate(&call.path, 200)
+            );
+            commands.push(Command::Dispatch(call));
+        }
+        commands
+    }
+
+    /// An event of the batch (`Batch::takes`): a call's reply or failure, or a wake-up for its
+    /// retries that are due.
+    pub fn on_event(&mut self, b: &mut Batch, event: Event<'_>, now_ms: u64) {
+        match event {
+            Event::CallReply { id, status, headers, body } => self.on_reply(b, id, (status, headers, body), now_ms),
+            Event::CallFailed { id, failure } => self.on_failure(b, id, failure, now_ms),
+            Event::Wake => b.wake(now_ms),
+            _ => {}
+        }
+    }
+
+    /// A tool's reply: its observation, the next step of its MCP handshake, or a retry later.
+    fn on_reply(&mut self, b: &mut Batch, id: CallId, reply: (u16, &[(String, String)], &[u8]), now_ms: u64) {
+        let (status, headers, body) = reply;
+        let sent = self.calls.forget(id);
+        let ms = sent.map_or(0, |sent| now_ms.saturating_sub(sent));
+        let observation = match self.mcp_reply(b, id, reply, sent) {
+            mcp::Reply::Next => return,
+            mcp::Reply::Failed(observation) => Some(observation),
+            mcp::Reply::Observe => None,
+        };
+        self.answered(b, id, ToolClass::of_status(status), Some(status), body, ms);
+        if let Some(observation) = observation {
+            self.step(b, id, ToolStatus::Http(status), &observation);
+            return b.reply(id, |_| observation);
+        }
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+        let observation = work::tool_observation(self.cfg, &name, status, headers, body);
+        self.step(b, id, ToolStatus::Http(status), &observation);
+        if !self.retry(b, id, retry::status_wait(status, headers), now_ms) {
+            b.reply(id, |_| observation);
+        }
+    }
+
+    /// A tool call that failed: what the model is told, or a retry later.
+    fn on_failure(&mut self, b: &mut Batch, id: CallId, failure: &Failure, now_ms: u64) {
+        b.release(id);
+        let (failure, ms) = self.calls.failed(id, failure, now_ms);
+        let class = if failure == Failure::Timeout { ToolClass::TimedOut } else { ToolClass::Failed };
+        self.answered(b, id, class, None, failure.to_string().as_bytes(), ms.unwrap_or(0));
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+        let observation = format!("The call to '{name}' {failure}.");
+        self.step(b, id, ToolStatus::Ended(class), &observation);
+        if !self.retry(b, id, retry::failure_wait(&failure), now_ms) {
+            b.reply(id, |_| observation);
+        }
+    }
+
+    /// The request to send now for `call` under `id` (the next step of an MCP call, or the call as it
+    /// is), and when the call was first sent.
+    fn mcp_step(&mut self, b: &mut Batch, id: CallId, mut call: ToolCall) -> (ToolCall, Option<u64>) {
+        let Some(h) = call.mcp.as_mut() else {
+            return (call, None);
+        };
+        let rpc_id = format!("{}-{}", self.request, id.0);
+        let Some(request) = h.request(&self.cfg.apis, self.sessions, &call.request, &rpc_id) else {
+            return (call, None);
+        };
+        let started = h.started();
+        let send = ToolCall { cluster: call.cluster.clone(), request, timeout_ms: call.timeout_ms, mcp: None };
+        b.hold(id, call);
+        (send, started)
+    }
+
+    /// Reads the reply to an MCP step (`sent`: when the step went out): the next step is queued in
+    /// `b`, or the handshake failed, or the reply is the tool's own.
+    fn mcp_reply(
+        &mut self,
+        b: &mut Batch,
+        id: CallId,
+        (status, headers, body): (u16, &[(String, String)], &[u8]),
+        sent: Option<u64>,
+    ) -> mcp::Reply {
+        let Some(mut call) = b.release(id) else {
+            return mcp::Reply::Observe;
+        };
+        let Some(h) = call.mcp.as_mut() else {
+            return mcp::Reply::Observe;
+        };
+        let name = b.name_of(id).unwrap_or_default();
+        let reply = h.on_reply(self.sessions, (self.request, name), status, headers, body);
+        if let mcp::Reply::Next = reply {
+            h.went_on(sent);
+            b.resume(id, call);
+        }
+        reply
+    }
+
+    /// Records a tool call's end; a failing one gets a warning with an excerpt of its body.
+    fn answered(&mut self, b: &Batch, id: CallId, class: ToolClass, status: Option<u16>, body: &[u8], ms: u64) {
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+        if class != ToolClass::Ok2xx {
+            let what = status.map_or_else(|| class.as_str().to_string(), |s| format!("HTTP {s}"));
+            log::warn!("#{} tool {name} (call {}) {what} after {ms} ms: {}", self.request, id.0, excerpt(body));
+        }
+        self.report.tools.push(ToolRecord { name, class, status, ms });
+    }
+
+    /// The step of a tool call just answered (after `answered`, which timed it).
+    fn step(&mut self, b: &Batch, id: CallId, status: ToolStatus, observation: &str) {
+        if !self.steps.is_on() {
+            return;
+        }
+        let ms = self.report.tools.last().map_or(0, |t| t.ms);
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL);
+        self.steps.tool(name, b.args_of(id).unwrap_or(""), status, observation, ms);
+    }
+
+    /// A tool call sent again later, if its API allows retries for its method.
+    fn retry(&mut self, b: &mut Batch, id: CallId, wait: Option<Wait>, now_ms: u64) -> bool {
+        let Some(wait) = wait else {
+            return false;
+        };
+        let Some(attempt) = b.attempts_left(id).map(|(done, _)| done) else {
+            return false;
+        };
+        let Some(due) = self.calls.retry_due(now_ms, attempt, wait) else {
+            return false;
+        };
+        let retried = b.retry_later(id, due);
+        if retried {
+            log::info!("#{} tool call {} {}; retried in {} ms", self.request, id.0, wait.why(), due - now_ms);
+        }
+        retried
+    }
+}
