@@ -152,7 +152,7 @@ impl Live {
         out.extend(self.head_with(&model).content_event(&piece));
         let turn = self.turn.as_mut()?;
         if self.sent_bytes + out.len() + END_RESERVE > self.limit {
-            // The answer is over maxResponseBytes: the end says so (`Agent::finish`).
+            // The answer is over maxResponseBytes: the end says so (`Response::answer`).
             turn.stopped = true;
             return None;
         }

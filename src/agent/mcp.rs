@@ -99,7 +99,8 @@ impl Handshake {
     pub fn on_reply(
         &mut self,
         sessions: &mut Sessions,
-        (request, name): (&str, &str),
+        request: &str,
+        name: &str,
         status: u16,
         headers: &[(String, String)],
         body: &[u8],

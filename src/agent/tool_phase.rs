@@ -141,7 +141,7 @@ impl ToolPhase<'_> {
             return mcp::Reply::Observe;
         };
         let name = b.name_of(id).unwrap_or_default();
-        let reply = h.on_reply(self.sessions, (self.request, name), status, headers, body);
+        let reply = h.on_reply(self.sessions, self.request, name, status, headers, body);
         if let mcp::Reply::Next = reply {
             h.went_on(sent);
             b.resume(id, call);
