@@ -43,6 +43,8 @@ pub struct Convo {
     pub client_tool_specs: Vec<Value>,
     /// ReAct mode: the client's system text (escaped) that goes before the configured prompt.
     pub system_prefix: Option<String>,
+    /// The last reply's reasoning (the model's thinking), for the answer and the steps.
+    pub reasoning: Option<String>,
 }
 
 /// What a reply leads to.
@@ -92,6 +94,7 @@ impl Convo {
             client_tools: Vec::new(),
             client_tool_specs: Vec::new(),
             system_prefix: None,
+            reasoning: None,
         }
     }
 
@@ -106,10 +109,23 @@ impl Convo {
     pub fn read(&mut self, body: &[u8]) -> Result<LlmReply, AgentError> {
         let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, ErrorCode::LlmBadReply, e))?;
         self.usage.add(reply.usage);
+        self.reasoning = reply.reasoning.as_ref().map(|r| r.text.clone());
         if let Some(m) = reply.model.clone().filter(|m| !m.is_empty()) {
             self.model = m;
         }
         Ok(reply)
+    }
+
+    /// Leaves out a parameter the server refused (`max_tokens` becomes `max_completion_tokens`, as
+    /// OpenAI's reasoning models want it); false when the request did not carry it.
+    pub fn step_down(&mut self, param: &str) -> bool {
+        let Some(value) = self.base.remove(param) else {
+            return false;
+        };
+        if param == "max_tokens" {
+            self.base.entry("max_completion_tokens").or_insert(value);
+        }
+        true
     }
 
     /// Every later turn is asked for as a stream (live streaming), with its usage.
@@ -216,11 +232,13 @@ impl Convo {
             self.last_invalid = Some(key);
             return None;
         }
-        let why = truncate(why, 300);
+        // The client gets plain words; why the replies were unusable (the filter's own diagnostics,
+        // written for the model) goes to the log only.
+        log::info!("the model gave the same unusable reply twice ({}); the request ends", truncate(why, 300));
         let content = if cfg.template.chinese {
-            format!("未能完成：模型两次给出了同一个无效的动作（{why}）。")
+            "未能完成：模型连续两次给出了无法使用的回复。".to_string()
         } else {
-            format!("I could not finish: the model gave the same invalid action twice ({why}).")
+            "I could not finish: the model twice gave a reply that could not be used.".to_string()
         };
         Some(Next::Answer { content, finish_reason: FinishReason::Length })
     }

@@ -29,13 +29,25 @@ pub struct Response {
     live: Option<Live>,
     /// `maxResponseBytes`.
     limit: usize,
+    /// `reasoning.return`: the final turn's reasoning goes to the client.
+    reasoning: bool,
 }
 
 impl Response {
     pub fn new(cfg: &Config, meta: &RequestMeta) -> Response {
         let id = format!("chatcmpl-{}", meta.id);
         let limit = cfg.max_response_bytes;
-        Response { id, created: meta.unix_s, stream: false, include_usage: false, responding: false, live: None, limit }
+        let reasoning = cfg.return_reasoning;
+        Response {
+            id,
+            created: meta.unix_s,
+            stream: false,
+            include_usage: false,
+            responding: false,
+            live: None,
+            limit,
+            reasoning,
+        }
     }
 
     /// What the client's request asks of its response.
@@ -49,7 +61,9 @@ impl Response {
     pub fn go_live(&mut self, mode: Mode, relay: bool) {
         if self.stream {
             let (id, created, limit) = (self.id.clone(), self.created, self.limit);
-            self.live = Some(Live::new(mode, relay, self.include_usage, id, created, limit));
+            let mut live = Live::new(mode, relay, self.include_usage, id, created, limit);
+            live.reasoning = relay && self.reasoning;
+            self.live = Some(live);
         }
     }
 
@@ -122,11 +136,27 @@ impl Response {
         steps: Option<Value>,
     ) -> Result<Reply, AgentError> {
         let (model, usage) = (c.model.as_str(), c.usage);
-        let a = Answer { id: &self.id, created: self.created, model, content, finish_reason, usage, tool_calls, steps };
+        let reasoning = c.reasoning.as_deref().filter(|_| self.reasoning);
+        let a = Answer {
+            id: &self.id,
+            created: self.created,
+            model,
+            content,
+            finish_reason,
+            usage,
+            tool_calls,
+            steps,
+            reasoning,
+        };
         let (content_type, body, sent) = match self.live.as_ref().filter(|l| l.is_open()) {
             Some(live) => {
                 let rest = live.rest_of(content);
-                (answer::SSE, answer::rest(&a, &live.head(), &rest), live.sent_bytes)
+                let mut body = Vec::new();
+                if let Some(r) = reasoning.filter(|_| !live.relayed_reasoning()) {
+                    body.extend(live.head().reasoning_event(r));
+                }
+                body.extend(answer::rest(&a, &live.head(), &rest));
+                (answer::SSE, body, live.sent_bytes)
             }
             None if self.stream => (answer::SSE, answer::chunks(&a, self.include_usage), 0),
             None => (answer::JSON, answer::completion(&a), 0),

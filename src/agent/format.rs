@@ -8,7 +8,7 @@ use crate::openai::{ChatRequest, LlmReply, Usage};
 use crate::prompt::json_format::{extract, request_messages, retry_message};
 use crate::schema::{describe, Schema};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 /// What a request's answer must be.
 #[derive(Debug)]
@@ -66,7 +66,15 @@ pub struct Format {
     messages: Vec<OutMessage>,
     tries: u32,
     last_problem: String,
+    /// The conversation's fields every formatting call carries too (the client's reasoning
+    /// controls, `max_completion_tokens` where the server refused `max_tokens`).
+    carried: Map<String, Value>,
 }
+
+/// The client's reasoning controls, and the token limit a reasoning model takes instead of
+/// `max_tokens`.
+const CARRIED: [&str; 6] =
+    ["reasoning_effort", "reasoning", "thinking", "enable_thinking", "chat_template_kwargs", "max_completion_tokens"];
 
 /// A formatting request, its keys in this order.
 #[derive(Serialize)]
@@ -74,9 +82,12 @@ struct Request<'a> {
     model: &'a str,
     messages: &'a [OutMessage],
     stream: bool,
-    max_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<&'a Value>,
+    #[serde(flatten)]
+    carried: &'a Map<String, Value>,
 }
 
 pub enum Outcome {
@@ -88,7 +99,16 @@ impl Format {
     pub fn start(target: Target, question: &str, answer: &str) -> Format {
         let messages =
             request_messages(question, answer, target.schema.root()).into_iter().map(OutMessage::Kept).collect();
-        Format { target, messages, tries: 0, last_problem: String::new() }
+        Format { target, messages, tries: 0, last_problem: String::new(), carried: Map::new() }
+    }
+
+    /// Fields of the conversation's requests that the formatting calls carry as well.
+    pub fn carry(&mut self, base: &Map<String, Value>) {
+        for key in CARRIED {
+            if let Some(v) = base.get(key) {
+                self.carried.insert(key.to_string(), v.clone());
+            }
+        }
     }
 
     /// The next formatting request's body.
@@ -97,8 +117,9 @@ impl Format {
             model: cfg.llm.model.as_deref().unwrap_or(client_model),
             messages: &self.messages,
             stream: false,
-            max_tokens: cfg.llm.max_tokens,
+            max_tokens: (!self.carried.contains_key("max_completion_tokens")).then_some(cfg.llm.max_tokens),
             response_format: self.target.response_format.as_ref(),
+            carried: &self.carried,
         };
         // Strings, numbers and JSON values: serialising them cannot fail.
         serde_json::to_vec(&request).unwrap_or_default()

@@ -4,11 +4,14 @@
 //! when the loop first goes on to tools or when the first answer text comes, not before: a first turn
 //! that fails still gets its real status. Keep-alive comments go out while tools run. In ReAct mode that is the
 //! text after `Final Answer:`; in native mode, the content of the turn (content a turn sends before
-//! it calls tools stays with the client, and what follows starts on a new paragraph).
+//! it calls tools stays with the client, and what follows starts on a new paragraph). The model's
+//! reasoning deltas go out as `reasoning_content` chunks as they come (with `reasoning.return`), and a
+//! think block leading a turn's content is never relayed as its text.
 
 use super::protocol::CallId;
 use crate::config::Mode;
 use crate::openai::answer::ChunkHead;
+use crate::openai::reasoning::{stream_state, Stream};
 use crate::openai::sse::ChunkStream;
 
 /// How long the client's stream may stay silent while the agent waits.
@@ -44,6 +47,10 @@ pub struct Live {
     last_relayed: String,
     /// Text of an earlier turn went to the client: the next turn's text starts a new paragraph.
     earlier: bool,
+    /// Reasoning deltas are relayed (`reasoning.return`, and not in JSON mode).
+    pub reasoning: bool,
+    /// Reasoning went to the client: the answer does not repeat it.
+    reasoning_sent: bool,
 }
 
 #[derive(Debug)]
@@ -57,6 +64,8 @@ struct Turn {
     scan: Scan,
     /// The turn called tools, or its text cannot be relayed safely: nothing more goes out.
     stopped: bool,
+    /// Where the turn's reply starts in its content, past a leading think block, once known.
+    reply_from: Option<usize>,
 }
 
 impl Live {
@@ -75,6 +84,8 @@ impl Live {
             turn: None,
             last_relayed: String::new(),
             earlier: false,
+            reasoning: false,
+            reasoning_sent: false,
         }
     }
 
@@ -92,8 +103,15 @@ impl Live {
             self.earlier = true;
             self.last_relayed.clear();
         }
-        self.turn =
-            Some(Turn { id, sse: None, relayed: String::new(), relayed_end: 0, scan: Scan::default(), stopped: false });
+        self.turn = Some(Turn {
+            id,
+            sse: None,
+            relayed: String::new(),
+            relayed_end: 0,
+            scan: Scan::default(),
+            stopped: false,
+            reply_from: None,
+        });
     }
 
     /// The turn's head: a 2xx SSE reply is read as it comes.
@@ -120,21 +138,66 @@ impl Live {
     /// it starts the client's stream (the role chunk comes first then). `model`: the client's, for a
     /// stream that has none yet. Each byte of the turn is looked at a bounded number of times.
     pub fn data(&mut self, id: CallId, data: &[u8], model: &str, now: u64) -> Option<(bool, Vec<u8>)> {
-        let (mode, relay, earlier) = (self.mode, self.relay, self.earlier);
+        let (mode, relay, earlier, reasoning) = (self.mode, self.relay, self.earlier, self.reasoning);
         let turn = self.turn.as_mut().filter(|t| t.id == id)?;
         let sse = turn.sse.as_mut()?;
         let fed = sse.feed(data);
-        if turn.stopped || !relay || fed.content.is_empty() || fed.tool_call {
+        let model = sse.model().unwrap_or(model).to_string();
+        let thinking = (reasoning && !turn.stopped && !fed.reasoning.is_empty()).then_some(fed.reasoning);
+        let piece = if turn.stopped || !relay || fed.content.is_empty() || fed.tool_call {
             turn.stopped |= fed.tool_call;
+            None
+        } else {
+            Self::answer_text(turn, mode, earlier)
+        };
+        if thinking.is_none() && piece.is_none() {
             return None;
         }
-        let text = sse.content();
+        let opening = !self.is_open();
+        let mut out = if opening { self.head_with(&model).role_event() } else { Vec::new() };
+        if let Some(t) = &thinking {
+            out.extend(self.head_with(&model).reasoning_event(t));
+        }
+        let (piece, new_len, to) = piece.unwrap_or_default();
+        if !piece.is_empty() {
+            out.extend(self.head_with(&model).content_event(&piece));
+        }
+        let turn = self.turn.as_mut()?;
+        if self.sent_bytes + out.len() + END_RESERVE > self.limit {
+            // The answer is over maxResponseBytes: the end says so (`Response::answer`).
+            turn.stopped = true;
+            return None;
+        }
+        if !piece.is_empty() {
+            turn.relayed.push_str(&piece[piece.len() - new_len..]);
+            turn.relayed_end = to;
+        }
+        self.reasoning_sent |= thinking.is_some();
+        if opening {
+            self.opened_at = Some(now);
+            self.model = model;
+        }
+        Some((opening, self.note_sent(out, now)))
+    }
+
+    /// The answer text of the turn not relayed yet, and where it ends in the turn's content: past a
+    /// leading think block, after `Final Answer:` in ReAct mode.
+    fn answer_text(turn: &mut Turn, mode: Mode, earlier: bool) -> Option<(String, usize, usize)> {
+        let text = turn.sse.as_ref()?.content();
+        let base = match turn.reply_from {
+            Some(at) => at,
+            None => match stream_state(text, false) {
+                Stream::Reply(at) => *turn.reply_from.insert(at),
+                Stream::Undecided | Stream::Thinking => return None,
+            },
+        };
+        let reply = &text[base..];
         let (from, to) = match mode {
             Mode::Native => {
-                turn.scan.text |= !fed.content.trim().is_empty();
-                (0, if turn.scan.text { text.len() } else { 0 })
+                turn.scan.text |= !reply.trim().is_empty();
+                (0, if turn.scan.text { reply.len() } else { 0 })
             }
-            Mode::React => match turn.scan.react(text) {
+            Mode::React => match turn.scan.react(reply) {
                 Some(range) => range,
                 None => {
                     turn.stopped = true;
@@ -142,27 +205,15 @@ impl Live {
                 }
             },
         };
-        let from = from.max(turn.relayed_end);
+        let (from, to) = ((base + from).max(turn.relayed_end), base + to);
         let new = text.get(from..to).filter(|n| !n.is_empty())?;
         let piece = if turn.relayed.is_empty() && earlier { format!("{SEPARATOR}{new}") } else { new.to_string() };
-        let new_len = new.len();
-        let model = sse.model().unwrap_or(model).to_string();
-        let opening = !self.is_open();
-        let mut out = if opening { self.head_with(&model).role_event() } else { Vec::new() };
-        out.extend(self.head_with(&model).content_event(&piece));
-        let turn = self.turn.as_mut()?;
-        if self.sent_bytes + out.len() + END_RESERVE > self.limit {
-            // The answer is over maxResponseBytes: the end says so (`Response::answer`).
-            turn.stopped = true;
-            return None;
-        }
-        turn.relayed.push_str(&piece[piece.len() - new_len..]);
-        turn.relayed_end = to;
-        if opening {
-            self.opened_at = Some(now);
-            self.model = model;
-        }
-        Some((opening, self.note_sent(out, now)))
+        Some((piece, new.len(), to))
+    }
+
+    /// Reasoning went to the client live.
+    pub fn relayed_reasoning(&self) -> bool {
+        self.reasoning_sent
     }
 
     fn head_with<'a>(&'a self, model: &'a str) -> ChunkHead<'a> {

@@ -116,6 +116,33 @@ pub fn status_error(status: u16, body: &[u8]) -> Option<AgentError> {
     })
 }
 
+/// Parameters a server may refuse (OpenAI's reasoning models refuse all four), stepped down one at a
+/// time: the turn goes again without it.
+pub const STEP_DOWN: [&str; 4] = ["stop", "max_tokens", "temperature", "top_p"];
+
+/// The parameter a 400 reply refuses as unsupported, if it is one that can be left out: named by
+/// the error's `param`, or quoted in its message next to "unsupported" / "not supported".
+pub fn refused_param(status: u16, body: &[u8]) -> Option<&'static str> {
+    if status != 400 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let err = v.get("error")?;
+    let message = err.get("message").and_then(serde_json::Value::as_str).unwrap_or("").to_ascii_lowercase();
+    let unsupported = message.contains("unsupported") || message.contains("not supported");
+    if let Some(p) = err.get("param").and_then(serde_json::Value::as_str) {
+        if unsupported
+            || err.get("code").and_then(serde_json::Value::as_str).is_some_and(|c| c.starts_with("unsupported"))
+        {
+            return STEP_DOWN.into_iter().find(|s| *s == p);
+        }
+    }
+    if !unsupported {
+        return None;
+    }
+    STEP_DOWN.into_iter().find(|p| message.contains(&format!("'{p}'")) || message.contains(&format!("`{p}`")))
+}
+
 /// A streamed turn's head says its body is SSE (read as it comes).
 pub fn is_event_stream(headers: &[(String, String)]) -> bool {
     headers.iter().any(|(k, v)| k == "content-type" && v.to_ascii_lowercase().starts_with(answer::SSE))

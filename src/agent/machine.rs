@@ -63,6 +63,8 @@ pub struct Machine {
     steps: Steps,
     /// MCP sessions, seeded by the host and left for it.
     pub(super) mcp_sessions: Sessions,
+    /// Parameters the LLM server refused (`llm::STEP_DOWN`), seeded by the host and left for it.
+    pub(super) refused: Vec<&'static str>,
     pub(super) state: State,
 }
 
@@ -83,6 +85,7 @@ impl Machine {
             report,
             steps,
             mcp_sessions: BTreeMap::new(),
+            refused: Vec::new(),
             state: State::AwaitRequest,
         }
     }
@@ -202,10 +205,18 @@ impl Machine {
 
     /// The conversation and its first LLM turn: forwarded through the route, or by callout.
     fn begin(&mut self, req: ChatRequest, json: Option<Target>, first_by_callout: bool, now_ms: u64) -> Step {
-        let (mut c, body) = match llm::start(&self.cfg, req, &self.meta) {
+        let (mut c, mut body) = match llm::start(&self.cfg, req, &self.meta) {
             Ok(started) => started,
             Err(e) => return self.fail(e),
         };
+        // What the server refused before is not sent again.
+        let mut stepped = false;
+        for p in &self.refused {
+            stepped |= c.step_down(p);
+        }
+        if stepped {
+            body = c.body(&self.cfg, None);
+        }
         c.json = json;
         if first_by_callout {
             // Every turn is a callout, the first one too: it can be retried, and its failure still has
@@ -240,6 +251,10 @@ impl Machine {
         let ((status, headers, body), id) = (reply, r.call.id);
         let ms = self.llm_answered(id, status, body, now_ms);
         let (relayed, streamed) = self.response.end_turn(id);
+        let mut c = c;
+        if self.stepped_down(&mut c, status, body, relayed) {
+            return self.ask_again(c, now_ms);
+        }
         let wait = retry::status_wait(status, headers).filter(|_| !relayed);
         if self.retry_llm(&mut r, wait, now_ms) {
             return (State::AwaitLlm(r, c), Vec::new());
@@ -253,8 +268,33 @@ impl Machine {
         }
     }
 
+    /// A 400 that refuses a parameter the turn carried (`stop`, `max_tokens`, …): left out of this
+    /// conversation (the turn then goes again) and of later requests. False: not such a refusal.
+    fn stepped_down(&mut self, c: &mut Convo, status: u16, body: &[u8], relayed: bool) -> bool {
+        let Some(param) = llm::refused_param(status, body).filter(|_| !relayed) else {
+            return false;
+        };
+        if !c.step_down(param) {
+            return false;
+        }
+        log::info!("#{} the LLM refused '{param}': the turn goes again without it", self.meta.id);
+        if !self.refused.contains(&param) {
+            self.refused.push(param);
+        }
+        true
+    }
+
+    /// The turn again by callout, after a parameter was stepped down.
+    fn ask_again(&mut self, c: Convo, now_ms: u64) -> Step {
+        let body = c.body(&self.cfg, self.cfg.llm.model.as_deref());
+        self.ask(c, body, now_ms)
+    }
+
     /// `ms`: how long the turn's callout took (none for the route's first turn).
     fn on_llm(&mut self, mut c: Convo, status: u16, body: &[u8], ms: Option<u64>, now_ms: u64) -> Step {
+        if ms.is_none() && self.stepped_down(&mut c, status, body, false) {
+            return self.ask_again(c, now_ms);
+        }
         c.replies += 1;
         self.report.llm_turns += 1;
         if c.replies == 1 && !(200..300).contains(&status) {
@@ -272,7 +312,8 @@ impl Machine {
         match next {
             Ok(Next::Answer { content, finish_reason }) => match c.json.take() {
                 Some(target) => {
-                    let f = Box::new(Format::start(target, &c.question, &content));
+                    let mut f = Box::new(Format::start(target, &c.question, &content));
+                    f.carry(&c.base);
                     let body = f.body(&self.cfg, &c.model);
                     self.format_call(c, f, finish_reason, body, now_ms)
                 }
@@ -384,7 +425,8 @@ impl Machine {
     /// Records an LLM reply just read: the tokens so far, and its step.
     fn llm_read(&mut self, c: &Convo, before: Usage, ms: Option<u64>) {
         self.report.tokens = c.usage;
-        self.steps.llm(ms, steps::delta(c.usage, before));
+        let limit = self.cfg.llm.max_observation_bytes;
+        self.steps.llm(ms, steps::delta(c.usage, before), c.reasoning.as_deref(), limit);
     }
 
     /// The tool phase's view of the agent, for one event.

@@ -57,6 +57,16 @@ impl Agent {
         &self.machine.mcp_sessions
     }
 
+    /// Parameters the LLM server refused before (the host keeps them per configuration): not sent.
+    pub fn set_refused_params(&mut self, params: Vec<&'static str>) {
+        self.machine.refused = params;
+    }
+
+    /// The parameters the server has refused, as this request left them.
+    pub fn refused_params(&self) -> &[&'static str] {
+        &self.machine.refused
+    }
+
     /// What the request did so far (complete once `is_done`).
     pub fn report(&self) -> &Report {
         &self.machine.report

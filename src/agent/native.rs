@@ -8,7 +8,7 @@ use super::work::{tool_work, Work};
 use crate::config::Config;
 use crate::openai::answer::FinishReason;
 use crate::openai::message::{AgentMessage, OutMessage};
-use crate::openai::{ChatRequest, LlmReply};
+use crate::openai::{text_calls, ChatRequest, LlmReply, ToolCall};
 use crate::prompt::history::native_messages;
 use serde_json::{json, Value};
 
@@ -40,7 +40,21 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
     Ok(())
 }
 
-pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
+pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
+    if reply.tool_calls.is_empty() {
+        if let Some(read) = text_calls::read(&reply.content) {
+            match read {
+                Ok(calls) => as_structured(&mut reply, calls),
+                Err(why) => {
+                    // Meant as a call, but unreadable: the model is told why, as for an empty reply.
+                    c.iterations += 1;
+                    c.call_ids.clear();
+                    let fix = format!("{why}. Call a tool with the tool-calling interface, or answer in plain text.");
+                    return Next::Tools(vec![Work::Known(fix)]);
+                }
+            }
+        }
+    }
     let mut message = reply.message;
     if reply.tool_calls.is_empty() && !reply.content.trim().is_empty() {
         return Next::Answer { content: reply.content, finish_reason: FinishReason::Stop };
@@ -100,6 +114,21 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     }
     c.iterations += 1;
     Next::Tools(work)
+}
+
+/// Calls the model wrote as text become the turn's calls, as a tool-call parser would have made them:
+/// the text around them is not an answer, and the turn goes back in the conversation as calls.
+fn as_structured(reply: &mut LlmReply, calls: Vec<ToolCall>) {
+    let listed: Vec<Value> = calls
+        .iter()
+        .map(|tc| json!({"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}))
+        .collect();
+    if let Value::Object(m) = &mut reply.message {
+        m.insert("content".into(), Value::String(String::new()));
+        m.insert("tool_calls".into(), Value::Array(listed));
+    }
+    reply.content.clear();
+    reply.tool_calls = calls;
 }
 
 /// The assistant message with only the client's calls: the gateway does not run tools in a turn

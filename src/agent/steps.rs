@@ -15,8 +15,21 @@ const EXCERPT_BYTES: usize = 300;
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 enum Step {
-    Llm { turn: usize, ms: Option<u64>, usage: Usage },
-    Tool { name: String, arguments: String, status: ToolStatus, observation: String, ms: u64 },
+    Llm {
+        turn: usize,
+        ms: Option<u64>,
+        usage: Usage,
+        /// The turn's thinking (cut to `maxObservationBytes`), when the model reasoned.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+    },
+    Tool {
+        name: String,
+        arguments: String,
+        status: ToolStatus,
+        observation: String,
+        ms: u64,
+    },
 }
 
 /// How a tool call ended: its HTTP status (a number), or how it ended without one (a string).
@@ -52,10 +65,13 @@ impl Steps {
     }
 
     /// `ms`: `None` for the first turn when the route's upstream answered it (not timed).
-    pub fn llm(&mut self, ms: Option<u64>, usage: Usage) {
+    /// `reasoning`: the turn's thinking, cut to `limit` bytes.
+    pub fn llm(&mut self, ms: Option<u64>, usage: Usage, reasoning: Option<&str>, limit: usize) {
+        let secrets = &self.secrets;
         if let Some(list) = &mut self.list {
             let turn = list.iter().filter(|s| matches!(s, Step::Llm { .. })).count() + 1;
-            list.push(Step::Llm { turn, ms, usage });
+            let reasoning = reasoning.map(|r| redact(&truncate(r, limit), secrets).into_owned());
+            list.push(Step::Llm { turn, ms, usage, reasoning });
         }
     }
 
@@ -90,9 +106,9 @@ mod tests {
     #[test]
     fn steps_keep_their_wire_text() {
         let mut s = Steps::new(true, vec!["k3y".into()]);
-        s.llm(None, Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
+        s.llm(None, Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }, None, 10);
         s.tool("f", r#"{"key":"k3y"}"#, ToolStatus::Http(200), "ok", 7);
-        s.llm(Some(9), Usage::default());
+        s.llm(Some(9), Usage::default(), None, 10);
         s.tool("g", "", ToolStatus::Ended(ToolClass::Refused), "no", 0);
         let want = concat!(
             r#"[{"type":"llm","turn":1,"ms":null,"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}},"#,

@@ -129,6 +129,8 @@ pub struct Config {
     pub context: Option<Context>,
     /// Every answer carries the agent's steps (`api_agent_steps`), as if each client asked.
     pub return_steps: bool,
+    /// The final turn's reasoning goes to the client (`reasoning.return`, default true).
+    pub return_reasoning: bool,
     /// Things accepted but worth an operator's attention (ignored keys, skipped operations); logged once.
     pub warnings: Vec<String>,
 }
@@ -161,6 +163,14 @@ impl Config {
         let template = parse_template(&mut root, &mut warnings)?;
         let json_resp = parse_json_resp(&mut root)?;
         let return_steps = root.opt_bool("returnSteps")?.unwrap_or(false);
+        let return_reasoning = match root.opt_object("reasoning")? {
+            Some(mut r) => {
+                let on = r.opt_bool("return")?.unwrap_or(true);
+                r.deny_unknown()?;
+                on
+            }
+            None => true,
+        };
         let context = parse_context(&mut root)?;
         if root.get("returnResponseTemplate").is_some() {
             warnings.push(
@@ -203,6 +213,7 @@ impl Config {
             mcp,
             context,
             return_steps,
+            return_reasoning,
             warnings,
         })
     }

@@ -131,7 +131,7 @@ impl Stream {
         if !self.ex.running() || self.opened {
             return abi::CONTINUE;
         }
-        match self.ex.response_head(&self.envoy, end_of_stream) {
+        match self.ex.response_head(&self.envoy, end_of_stream, true) {
             Head::Pass => abi::CONTINUE,
             // No body will come: the agent reads the empty reply now; its error is a local reply.
             Head::Empty(status) => {

@@ -169,7 +169,7 @@ impl Http {
         if !self.ex.running() {
             return CONTINUE;
         }
-        let (status, ok, stream) = match self.ex.response_head(&Current, end_of_stream) {
+        let (status, ok, stream) = match self.ex.response_head(&Current, end_of_stream, false) {
             Head::Pass => return CONTINUE,
             // Headers only: Envoy calls no body callback. The agent reads the empty reply now, while
             // its error can still go out as a local reply with its own status.

@@ -115,8 +115,10 @@ impl Exchange {
         Start::Run
     }
 
-    /// The response head of the route's upstream, while the agent runs.
-    pub fn response_head(&mut self, port: &impl Port, end_of_stream: bool) -> Head {
+    /// The response head of the route's upstream, while the agent runs. `holds_headers`: the host
+    /// can still set the status once the body is read (the dynamic module), so the agent reads a
+    /// provider's error too (it may step a refused parameter down and ask again).
+    pub fn response_head(&mut self, port: &impl Port, end_of_stream: bool, holds_headers: bool) -> Head {
         let status = port.header(Headers::Response, ":status").unwrap_or_default();
         if self.agent.as_ref().is_some_and(Agent::awaits_request) {
             log::warn!(
@@ -135,7 +137,7 @@ impl Exchange {
         let code: u16 = status.parse().unwrap_or(0);
         let ok = (200..300).contains(&code);
         let content_type = port.header(Headers::Response, "content-type").unwrap_or_default().to_ascii_lowercase();
-        if !ok && content_type.contains("json") {
+        if !ok && content_type.contains("json") && !holds_headers {
             // The provider's own JSON error: the client sees it as it is.
             log::info!("#{} upstream LLM answered {status}; passed through", self.rid);
             self.agent = None;

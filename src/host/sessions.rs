@@ -1,7 +1,8 @@
-//! MCP sessions kept by a plugin instance (one per Wasm VM, one per worker and configuration on the
-//! dynamic module): each configuration's map of `apis[]` index → session id, seeded into every
-//! request's agent and updated from what the request does. Requests then share one session per server
-//! (a server keeps a bounded number of sessions) instead of opening one each.
+//! What a plugin instance (one per Wasm VM, one per worker and configuration on the dynamic module)
+//! learns from its requests and hands to the next ones, per configuration: MCP sessions (`apis[]`
+//! index → session id), so that requests share one session per server (a server keeps a bounded
+//! number of sessions) instead of opening one each; and the LLM parameters the server refused, so
+//! that later requests do not send them.
 
 use crate::agent::Agent;
 use crate::config::Config;
@@ -13,7 +14,7 @@ type Known = BTreeMap<usize, Option<String>>;
 /// Keyed by the configuration's address: stable while the instance holds it; a configuration replaced
 /// by discovery hands its sessions on (`moved`).
 #[derive(Debug, Default)]
-pub struct Sessions(BTreeMap<usize, Known>);
+pub struct Sessions(BTreeMap<usize, Known>, BTreeMap<usize, Vec<&'static str>>);
 
 fn key(cfg: &Rc<Config>) -> usize {
     Rc::as_ptr(cfg) as usize
@@ -25,10 +26,17 @@ impl Sessions {
         if cfg.tools.iter().any(|t| t.is_mcp()) {
             agent.set_mcp_sessions(self.0.get(&key(cfg)).cloned().unwrap_or_default());
         }
+        if let Some(refused) = self.1.get(&key(cfg)) {
+            agent.set_refused_params(refused.clone());
+        }
     }
 
     /// Keeps the sessions the agent opened, and forgets those it found gone.
     pub fn keep(&mut self, cfg: &Rc<Config>, agent: &Agent) {
+        let refused = agent.refused_params();
+        if !refused.is_empty() && self.1.get(&key(cfg)).is_none_or(|r| r.len() != refused.len()) {
+            self.1.insert(key(cfg), refused.to_vec());
+        }
         let now = agent.mcp_sessions();
         if now.is_empty() && !self.0.contains_key(&key(cfg)) {
             return;
@@ -43,6 +51,9 @@ impl Sessions {
     pub fn moved(&mut self, old: &Rc<Config>, new: &Rc<Config>) {
         if let Some(known) = self.0.remove(&key(old)) {
             self.0.insert(key(new), known);
+        }
+        if let Some(refused) = self.1.remove(&key(old)) {
+            self.1.insert(key(new), refused);
         }
     }
 }

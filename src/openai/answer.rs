@@ -40,6 +40,9 @@ pub struct Answer<'a> {
     pub tool_calls: Option<&'a Value>,
     /// The agent's steps, when the client asked for them (`api_agent_steps`).
     pub steps: Option<Value>,
+    /// The final turn's reasoning, as `reasoning_content` (what DeepSeek's API and reasoning-aware
+    /// clients use).
+    pub reasoning: Option<&'a str>,
 }
 
 fn usage_json(u: Usage) -> Value {
@@ -59,6 +62,10 @@ pub fn completion(a: &Answer<'_>) -> Vec<u8> {
         None => {
             out.extend_from_slice(b"{\"role\":\"assistant\",\"content\":");
             string(&mut out, a.content);
+            if let Some(r) = a.reasoning {
+                out.extend_from_slice(b",\"reasoning_content\":");
+                string(&mut out, r);
+            }
             out.extend_from_slice(b",\"refusal\":null}");
         }
     }
@@ -87,7 +94,12 @@ fn message(a: &Answer<'_>) -> Value {
     match a.tool_calls {
         Some(calls) => {
             let content = if a.content.is_empty() { Value::Null } else { json!(a.content) };
-            json!({"role": "assistant", "content": content, "refusal": null, "tool_calls": calls})
+            let mut m = json!({"role": "assistant", "content": content, "refusal": null, "tool_calls": calls});
+            if let Some(r) = a.reasoning {
+                // A client that sends this turn back (its own tools) must carry the reasoning with it.
+                m["reasoning_content"] = json!(r);
+            }
+            m
         }
         None => json!({"role": "assistant", "content": a.content, "refusal": null}),
     }
@@ -140,6 +152,11 @@ impl ChunkHead<'_> {
     pub fn content_event(&self, text: &str) -> Vec<u8> {
         event(&self.chunk(json!({"content": text}), Value::Null))
     }
+
+    /// One reasoning delta: the model's thinking, before its content.
+    pub fn reasoning_event(&self, text: &str) -> Vec<u8> {
+        event(&self.chunk(json!({"reasoning_content": text}), Value::Null))
+    }
 }
 
 /// Role chunk, content chunk, tool-call chunks, finish chunk, then a usage chunk when asked for, then
@@ -147,6 +164,9 @@ impl ChunkHead<'_> {
 pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
     let head = ChunkHead { id: a.id, created: a.created, model: a.model, include_usage };
     let mut out = head.role_event();
+    if let Some(r) = a.reasoning.filter(|r| !r.is_empty()) {
+        out.extend(head.reasoning_event(r));
+    }
     out.extend(rest(a, &head, a.content));
     out
 }

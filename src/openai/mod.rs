@@ -215,6 +215,12 @@ struct Choice {
 impl LlmReply {
     /// A chat.completion body; `Err` says what is wrong with it.
     pub fn parse(body: &[u8]) -> Result<LlmReply, String> {
+        if body.trim_ascii_start().starts_with(b"data:") {
+            // A server that streams although it was not asked to: the chunks make the same reply.
+            let mut stream = sse::ChunkStream::new();
+            stream.feed(body);
+            return LlmReply::parse(&stream.completion()?);
+        }
         let c: Completion = serde_json::from_slice(body).map_err(|e| {
             format!("the LLM's reply is not JSON ({e}): {}", truncate(&String::from_utf8_lossy(body), 200))
         })?;

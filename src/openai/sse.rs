@@ -295,6 +295,14 @@ mod tests {
     }
 
     #[test]
+    fn a_streamed_body_where_json_was_asked_for_is_read_as_the_same_reply() {
+        let body = [chunk(json!({"role": "assistant", "content": "Hi"}), Value::Null), chunk(json!({}), json!("stop"))]
+            .concat();
+        let reply = LlmReply::parse(format!("\n{body}data: [DONE]\n\n").as_bytes()).unwrap();
+        assert_eq!(reply.content, "Hi");
+    }
+
+    #[test]
     fn tool_calls_are_assembled_by_index() {
         let body = [
             chunk(json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]}), Value::Null),

@@ -57,6 +57,7 @@ fn sse_framing() {
         usage: Usage::default(),
         tool_calls: None,
         steps: None,
+        reasoning: None,
     };
     let text = String::from_utf8(chunks(&a, true)).unwrap();
     let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();

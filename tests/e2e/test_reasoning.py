@@ -159,8 +159,11 @@ def test_native_tool_calls_written_as_text_are_run(native, mocks, text):
 
 
 @pytest.mark.parametrize("param", ["stop", "max_tokens", "temperature", "top_p"])
-def test_a_refused_parameter_is_stepped_down(react, mocks, param):
-    """OpenAI's reasoning models answer 400 to `stop`, `max_tokens`, `temperature`, `top_p`."""
+def test_a_refused_parameter_is_stepped_down(gateways, mocks, param):
+    """OpenAI's reasoning models answer 400 to `stop`, `max_tokens`, `temperature`, `top_p`. With
+    `loop: request` every turn is a callout the filter can send again (on Proxy-Wasm the forwarded
+    first turn's status is out before its body is read; the dynamic module reads it either way)."""
+    react = gateways(loop="request")
     q = f"Reasoning: refuses {param}"
 
     sent = {}
@@ -179,6 +182,7 @@ def test_a_refused_parameter_is_stepped_down(react, mocks, param):
     fields = {"max_tokens": 64, "temperature": 0.2, "top_p": 0.9}
     extra = {param: fields[param]} if param in fields else {}
     assert answer_of(react.chat(q, **extra)) == "fine"
+    assert param not in mocks.llm.requests_for(q)[-1].json()
 
 
 def test_early_stop_answer_has_none_of_the_filters_words(react, mocks):

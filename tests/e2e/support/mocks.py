@@ -281,6 +281,8 @@ class MockLLM(MockServer):
             reply = self.model(body["messages"])
         else:
             return _llm_error(400, f"mock LLM: no script for the question {question!r}")
+        if callable(reply):
+            reply = reply(rec)   # a turn that looks at the request it answers
         if isinstance(reply, Response):
             return reply
         return Response.json(completion(reply, body.get("model") or "mock-model"))
