@@ -221,6 +221,19 @@ impl Convo {
         Next::Answer { content, finish_reason: FinishReason::Length }
     }
 
+    /// The answer when the request's token budget is spent and the model still wants tools: as at the
+    /// iteration limit, the last tool result.
+    pub fn budget_answer(&self, cfg: &Config, budget: u64) -> Next {
+        let last = truncate(self.last_observation.trim(), 500);
+        let content = match (cfg.template.chinese, last.is_empty()) {
+            (true, false) => format!("未能完成：在得到最终答案之前已用完 {budget} 个令牌的预算。最后一次结果：{last}"),
+            (true, true) => format!("未能完成：在得到最终答案之前已用完 {budget} 个令牌的预算。"),
+            (false, false) => format!("I could not finish: the budget of {budget} tokens was spent before a final answer. The last result was: {last}"),
+            (false, true) => format!("I could not finish: the budget of {budget} tokens was spent before a final answer."),
+        };
+        Next::Answer { content, finish_reason: FinishReason::Length }
+    }
+
     /// A model that repeats the same invalid action (`key`) will not stop doing so: the second time,
     /// the request ends with an answer that says why. `None`: go on.
     pub fn repeated_invalid(&mut self, cfg: &Config, key: Option<String>, why: &str) -> Option<Next> {

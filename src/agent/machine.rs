@@ -12,7 +12,7 @@ use super::format::{self, Format, Target};
 use super::llm;
 use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
-use super::report::Report;
+use super::report::{Outcome, Report};
 use super::retry::{self, Retry};
 use super::steps::{self, Steps};
 use super::tool_phase::ToolPhase;
@@ -65,6 +65,8 @@ pub struct Machine {
     pub(super) mcp_sessions: Sessions,
     /// Parameters the LLM server refused (`llm::STEP_DOWN`), seeded by the host and left for it.
     pub(super) refused: Vec<&'static str>,
+    /// The token budget ended the loop.
+    budget_spent: bool,
     pub(super) state: State,
 }
 
@@ -86,6 +88,7 @@ impl Machine {
             steps,
             mcp_sessions: BTreeMap::new(),
             refused: Vec::new(),
+            budget_spent: false,
             state: State::AwaitRequest,
         }
     }
@@ -309,6 +312,14 @@ impl Machine {
         let before = c.usage;
         let next = llm::read(&mut c, &self.cfg, body);
         self.llm_read(&c, before, ms);
+        let next = match (next, self.cfg.llm.max_total_tokens) {
+            (Ok(Next::Tools(_) | Next::ClientTools(_)), Some(budget)) if c.usage.total_tokens >= budget => {
+                log::info!("#{} the token budget ({budget}) is spent: the loop ends", self.meta.id);
+                self.budget_spent = true;
+                Ok(c.budget_answer(&self.cfg, budget))
+            }
+            (next, _) => next,
+        };
         match next {
             Ok(Next::Answer { content, finish_reason }) => match c.json.take() {
                 Some(target) => {
@@ -425,6 +436,7 @@ impl Machine {
     /// Records an LLM reply just read: the tokens so far, and its step.
     fn llm_read(&mut self, c: &Convo, before: Usage, ms: Option<u64>) {
         self.report.tokens = c.usage;
+        self.report.model.clone_from(&c.model);
         let limit = self.cfg.llm.max_observation_bytes;
         self.steps.llm(ms, steps::delta(c.usage, before), c.reasoning.as_deref(), limit);
     }
@@ -494,6 +506,9 @@ impl Machine {
         match self.response.answer(c, content, reason, tool_calls, self.steps.value()) {
             Ok(reply) => {
                 self.report.answered(reason == FinishReason::Length, self.now);
+                if self.budget_spent {
+                    self.report.outcome = Outcome::Budget;
+                }
                 (State::Done, vec![Command::Reply(reply)])
             }
             Err(e) => self.fail(e),

@@ -24,6 +24,7 @@ mod react;
 mod report;
 mod retry;
 mod steps;
+pub mod summary;
 mod tool_phase;
 mod work;
 

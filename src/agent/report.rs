@@ -15,6 +15,8 @@ pub enum Outcome {
     LlmError,
     Timeout,
     IterationLimit,
+    /// The request's token budget (`llm.maxTotalTokens`) was spent before a final answer.
+    Budget,
     SchemaMismatch,
     TooLarge,
 }
@@ -28,18 +30,20 @@ impl Outcome {
             Outcome::LlmError => "llm_error",
             Outcome::Timeout => "timeout",
             Outcome::IterationLimit => "iteration_limit",
+            Outcome::Budget => "budget",
             Outcome::SchemaMismatch => "schema_mismatch",
             Outcome::TooLarge => "too_large",
         }
     }
 
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Cancelled,
         Outcome::Answered,
         Outcome::ClientError,
         Outcome::LlmError,
         Outcome::Timeout,
         Outcome::IterationLimit,
+        Outcome::Budget,
         Outcome::SchemaMismatch,
         Outcome::TooLarge,
     ];
@@ -122,6 +126,8 @@ pub struct Report {
     pub malformed: u32,
     pub json_retries: u32,
     pub tokens: Usage,
+    /// The model the LLM last said it was (the client's until a reply names one).
+    pub model: String,
     pub started_ms: u64,
     pub ended_ms: u64,
 }
@@ -140,6 +146,7 @@ impl Report {
             malformed: 0,
             json_retries: 0,
             tokens: Usage::default(),
+            model: String::new(),
             started_ms,
             ended_ms: started_ms,
         }

@@ -72,6 +72,8 @@ pub struct Llm {
     pub model: Option<String>,
     pub api_key: Option<String>,
     pub max_iterations: u32,
+    /// The most tokens (the sum of every turn's `total_tokens`) one request may spend (`maxTotalTokens`).
+    pub max_total_tokens: Option<u64>,
     pub max_tokens: u64,
     pub max_request_time_ms: u64,
     pub max_observation_bytes: usize,
@@ -286,6 +288,7 @@ fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {
     let max_parallel_tool_calls =
         f.opt_uint("maxParallelToolCalls", 1, 128)?.map_or(DEFAULT_MAX_PARALLEL_TOOL_CALLS, |n| n as usize);
     let max_retries = f.opt_uint("maxRetries", 0, 10)?.map_or(DEFAULT_LLM_RETRIES, |n| n as u32);
+    let max_total_tokens = f.opt_uint("maxTotalTokens", 1, 1_000_000_000)?;
     f.deny_unknown()?;
     Ok(Llm {
         upstream,
@@ -298,6 +301,7 @@ fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {
         max_observation_bytes,
         max_parallel_tool_calls,
         max_retries,
+        max_total_tokens,
     })
 }
 

@@ -84,6 +84,8 @@ pub struct Outcome {
     /// Live streaming: the status `Open` sent, and every byte sent before the reply, with the time.
     pub opened: Option<u16>,
     pub sent: Vec<(u64, Vec<u8>)>,
+    /// The request's summary fields as the host hands them to Envoy: `k=v` joined by spaces.
+    pub summary: String,
 }
 
 impl Outcome {
@@ -189,6 +191,7 @@ impl Harness {
             end_ms: 0,
             opened: None,
             sent: Vec::new(),
+            summary: String::new(),
         };
         let mut round = agent.handle(Event::ClientRequest { body }, now);
         for _ in 0..MAX_STEPS {
@@ -212,6 +215,8 @@ impl Harness {
                     assert!(next.is_empty(), "commands beside the reply: {next:?}");
                     out.reply = r;
                     out.end_ms = now;
+                    let fields = agent.report().fields();
+                    out.summary = fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
                     return out;
                 }
                 match cmd {
