@@ -273,6 +273,30 @@ impl Envoy {
         unsafe { envoy_dynamic_module_callback_http_send_response_data(self.0, ModuleBuffer::of(data), end_stream) }
     }
 
+    /// The request's summary: dynamic metadata `namespace.<field>` (numbers as numbers) and filter
+    /// state `wasm.<namespace>.<field>` (text), with the callbacks this Envoy has.
+    pub fn set_summary(self, namespace: &str, fields: &[(&'static str, crate::agent::summary::Value)]) {
+        use crate::agent::summary::Value;
+        let o = super::optional::optional();
+        let ns = ModuleBuffer::of(namespace.as_bytes());
+        for (name, value) in fields {
+            let key = ModuleBuffer::of(name.as_bytes());
+            let text = value.to_string();
+            // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
+            unsafe {
+                match (value, o.metadata_number, o.metadata_string) {
+                    (Value::Number(n), Some(set), _) => set(self.0, ns, key, *n as f64),
+                    (_, _, Some(set)) => set(self.0, ns, key, ModuleBuffer::of(text.as_bytes())),
+                    _ => {}
+                }
+                if let Some(set) = o.filter_state {
+                    let state_key = format!("wasm.{namespace}.{name}");
+                    set(self.0, ModuleBuffer::of(state_key.as_bytes()), ModuleBuffer::of(text.as_bytes()));
+                }
+            }
+        }
+    }
+
     pub fn continue_encoding(self) {
         // SAFETY: valid filter pointer.
         unsafe { envoy_dynamic_module_callback_http_filter_continue_encoding(self.0) }

@@ -18,6 +18,7 @@ mod discover;
 mod envoy;
 mod hooks;
 mod logger;
+mod optional;
 mod port;
 mod stream;
 mod streamed;

@@ -3,7 +3,9 @@
 
 use super::abi::{Attribute, HeaderMap};
 use super::envoy::Envoy;
+use crate::agent::summary::Value;
 use crate::host::metrics::{Kind, MetricSink, Metrics};
+use crate::host::port::SUMMARY_NAMESPACE;
 use crate::host::{Attr, Headers, Port};
 
 fn map(h: Headers) -> HeaderMap {
@@ -31,6 +33,10 @@ impl Port for Envoy {
 
     fn local_reply(&self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
         self.send_response(status, headers, body, "api_agent");
+    }
+
+    fn set_summary(&self, fields: &[(&'static str, Value)]) {
+        Envoy::set_summary(*self, SUMMARY_NAMESPACE, fields);
     }
 }
 

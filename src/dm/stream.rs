@@ -303,7 +303,8 @@ impl Stream {
         self.end_call(e.id, e.failure, e.status, &e.headers, &e.body)
     }
 
-    /// Reported when the stream completes: Envoy may still fail to deliver the answer.
+    /// Reported when the stream completes: Envoy may still fail to deliver the answer. The summary
+    /// goes out with the answer (`reply`): at the stream's end Envoy no longer lets a module set it.
     fn feed(&mut self, event: Event<'_>) -> Act {
         feed(self, event)
     }
@@ -453,6 +454,8 @@ impl Host for Stream {
     /// The answer: a local reply while nothing was sent; else into the held response, or the end of
     /// the response the filter started.
     fn reply(&mut self, reply: Reply) -> Act {
+        // Before the answer goes out: ending the response can end the stream inside the call.
+        self.ex.summarize(&self.envoy);
         if self.opened {
             self.envoy.send_data(&reply.body, true);
             return Act::Stop;

@@ -99,6 +99,7 @@ extern "C" {
     fn proxy_define_metric(kind: u32, name: *const u8, name_size: usize, id: *mut u32) -> u32;
     fn proxy_increment_metric(id: u32, offset: i64) -> u32;
     fn proxy_record_metric(id: u32, value: u64) -> u32;
+    fn proxy_set_property(path: *const u8, path_size: usize, value: *const u8, value_size: usize) -> u32;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,6 +279,12 @@ pub fn get_property(path: &[&str]) -> HostResult<Option<Vec<u8>>> {
         NOT_FOUND => Ok(None),
         s => Err(Status(s)),
     }
+}
+
+/// Sets a property of the stream: Envoy keeps it as filter state `wasm.<path>`.
+pub fn set_property(path: &str, value: &[u8]) -> HostResult<()> {
+    // SAFETY: both buffers are valid for the call; Envoy copies them.
+    check(unsafe { proxy_set_property(path.as_ptr(), path.len(), value.as_ptr(), value.len()) })
 }
 
 pub fn resume(stream: Stream) -> HostResult<()> {

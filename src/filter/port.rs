@@ -2,8 +2,10 @@
 //! discovery on the root context, and `MetricSink` over Envoy's stats.
 
 use super::abi::{self, Map, Metric};
+use crate::agent::summary::Value;
 use crate::host::discovery::RootPort;
 use crate::host::metrics::{Kind, MetricSink, Metrics, CATALOGUE};
+use crate::host::port::SUMMARY_NAMESPACE;
 use crate::host::{Attr, Headers, Port};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -62,6 +64,16 @@ impl Port for Current {
         // Envoy defers the local reply until this callback returns: it does not re-enter.
         if let Err(s) = abi::send_local_response(status, headers, body) {
             log::error!("local reply failed: {s:?}");
+        }
+    }
+
+    fn set_summary(&self, fields: &[(&'static str, Value)]) {
+        for (name, value) in fields {
+            let path = format!("{SUMMARY_NAMESPACE}.{name}");
+            if let Err(s) = abi::set_property(&path, value.to_string().as_bytes()) {
+                log::debug!("setting filter state wasm.{path} failed: {s:?}");
+                return;
+            }
         }
     }
 }

@@ -45,6 +45,8 @@ pub struct Exchange {
     wake: Option<u64>,
     /// The request's metrics and log line went out.
     reported: bool,
+    /// The request's summary is in Envoy's filter state (and metadata).
+    summarized: bool,
 }
 
 impl Exchange {
@@ -57,6 +59,7 @@ impl Exchange {
             calls: CallTable::default(),
             wake: None,
             reported: false,
+            summarized: false,
         }
     }
 
@@ -164,6 +167,18 @@ impl Exchange {
         self.wake = wake;
     }
 
+    /// The request's summary for Envoy's access log, once the agent has answered (a host that can
+    /// no longer touch the stream's info at its end sets it here, before the access log is written).
+    pub fn summarize(&mut self, port: &impl Port) {
+        if self.summarized || !self.is_done() {
+            return;
+        }
+        if let Some(agent) = self.agent.as_ref() {
+            self.summarized = true;
+            port.set_summary(&agent.report().fields());
+        }
+    }
+
     /// The request's metrics and its one info line, once. `host_status`: what the client got, where
     /// the host can tell (Envoy's own reply may replace the agent's answer).
     pub fn report<S: MetricSink>(
@@ -185,6 +200,10 @@ impl Exchange {
             agent.host_answered(status, now_ms);
         }
         let r = agent.report();
+        if !self.summarized {
+            self.summarized = true;
+            port.set_summary(&r.fields());
+        }
         metrics.emit(sink, r);
         if log::log_enabled!(log::Level::Info) {
             let route = port.attribute(Attr::RouteName).unwrap_or_default();

@@ -1,6 +1,8 @@
 //! How the host-neutral layer reads and changes its host: the few things both hosts offer a stream.
 //! `src/filter/` implements it over Proxy-Wasm, `src/dm/` over the dynamic-module ABI.
 
+use crate::agent::summary::Value;
+
 /// A stream's header map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Headers {
@@ -24,7 +26,13 @@ pub trait Port {
     fn attribute(&self, attr: Attr) -> Option<String>;
     /// Answers the client now, while no response has started.
     fn local_reply(&self, status: u16, headers: &[(&str, &str)], body: &[u8]);
+    /// The request's summary, for Envoy's access log and rate limits: filter state
+    /// `wasm.api_agent.<field>` on both hosts, and dynamic metadata `api_agent` where the host has it.
+    fn set_summary(&self, fields: &[(&'static str, Value)]);
 }
+
+/// The namespace of the summary's dynamic metadata, and the prefix of its filter state keys.
+pub const SUMMARY_NAMESPACE: &str = "api_agent";
 
 /// Sets or removes a header, logging a refusal.
 pub fn set_header(port: &impl Port, rid: &str, map: Headers, name: &str, value: Option<&str>) {

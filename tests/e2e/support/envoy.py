@@ -121,7 +121,7 @@ class Envoy:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [self.binary, "-c", cfg, "--concurrency", "1", "--disable-hot-restart",
-                 "--admin-address-path", admin_path, "-l", "info", "--component-log-level", f"wasm:{self.wasm_log_level}"],
+                 "--admin-address-path", admin_path, "--file-flush-interval-msec", "50", "-l", "info", "--component-log-level", f"wasm:{self.wasm_log_level}"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             self._wait_ready(admin_path, timeout_s)

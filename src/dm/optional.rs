@@ -1,0 +1,61 @@
+//! Envoy callbacks this module uses only when the Envoy it runs in has them, resolved by name once
+//! (`dlsym`) instead of linked: a callback newer than an operator's Envoy then costs that feature (one
+//! log line), not the whole module's load (a linked import Envoy lacks fails `dlopen`).
+#![allow(unsafe_code)]
+
+use super::abi::ModuleBuffer;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::OnceLock;
+
+extern "C" {
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+}
+
+/// glibc's RTLD_DEFAULT: search the process's global symbols (Envoy's exports among them).
+const RTLD_DEFAULT: *mut c_void = std::ptr::null_mut();
+
+// Envoy's metadata setters return nothing in some releases and `bool` in others: the result is not read.
+type SetMetadataNumber = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer, f64);
+type SetMetadataString = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer, ModuleBuffer);
+type SetFilterState = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer) -> bool;
+
+/// The optional callbacks this Envoy has.
+pub struct Optional {
+    pub metadata_number: Option<SetMetadataNumber>,
+    pub metadata_string: Option<SetMetadataString>,
+    pub filter_state: Option<SetFilterState>,
+}
+
+fn lookup(name: &CStr) -> *mut c_void {
+    // SAFETY: a NUL-terminated name; dlsym only reads it.
+    unsafe { dlsym(RTLD_DEFAULT, name.as_ptr()) }
+}
+
+/// Resolved on first use; a missing callback is logged once, naming what is not done without it.
+pub fn optional() -> &'static Optional {
+    static OPTIONAL: OnceLock<Optional> = OnceLock::new();
+    OPTIONAL.get_or_init(|| {
+        let number = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_number");
+        let string = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_string");
+        let state = lookup(c"envoy_dynamic_module_callback_http_set_filter_state_bytes");
+        if number.is_null() || string.is_null() {
+            log::warn!(
+                "this Envoy has no dynamic-metadata callbacks: the request summary is not in api_agent metadata"
+            );
+        }
+        if state.is_null() {
+            log::warn!("this Envoy has no filter-state callback: the request summary is not in filter state");
+        }
+        // SAFETY: each non-null pointer is the Envoy function of that name, whose C signature is the
+        // one declared by the type it is transmuted to (abi.h, v0.2.0).
+        unsafe {
+            Optional {
+                metadata_number: (!number.is_null())
+                    .then(|| std::mem::transmute::<*mut c_void, SetMetadataNumber>(number)),
+                metadata_string: (!string.is_null())
+                    .then(|| std::mem::transmute::<*mut c_void, SetMetadataString>(string)),
+                filter_state: (!state.is_null()).then(|| std::mem::transmute::<*mut c_void, SetFilterState>(state)),
+            }
+        }
+    })
+}

@@ -1,0 +1,80 @@
+"""The request's summary in Envoy's own access log, on both hosts: filter state
+`wasm.api_agent.<field>` (both hosts) and dynamic metadata `api_agent` (the dynamic module), set
+before the access log is written, for plain and streamed answers, in both loops."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from support import client
+from support.agent import CHAT_PATH, CLIENT_HEADERS, CLIENT_MODEL, Gateway, envoy_config, plugin_config
+from support.envoy import Envoy
+from test_native import tool_calls
+
+FIELDS = ["turns", "tool_calls", "tool_errors", "input_tokens", "output_tokens", "total_tokens", "model",
+          "outcome", "duration_ms"]
+STATE = " ".join(f"{f}=%FILTER_STATE(wasm.api_agent.{f}:PLAIN)%" for f in FIELDS)
+METADATA = " ".join(f"md_{f}=%DYNAMIC_METADATA(api_agent:{f})%" for f in FIELDS)
+
+
+def with_access_log(config: dict, path: str) -> dict:
+    hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    hcm["access_log"] = [{
+        "name": "envoy.access_loggers.file",
+        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+                         "path": path,
+                         "log_format": {"text_format_source": {"inline_string": f"q=%REQ(X-Q)% {STATE} {METADATA}\n"}}},
+    }]
+    return config
+
+
+@pytest.fixture(scope="module", params=["response", "request"])
+def logged(request, mocks, wasm, envoy_binary, tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("summary"))
+    path = os.path.join(workdir, "access.log")
+    plugin = plugin_config(mocks, mode="native", loop=request.param)
+    envoy = Envoy(envoy_binary, with_access_log(envoy_config(wasm, mocks, plugin), path), workdir).start()
+    yield Gateway(envoy), path, wasm.endswith(".so")
+    envoy.stop()
+
+
+def line_of(path: str, q: str, timeout_s: float = 15) -> dict[str, str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            for line in open(path, encoding="utf-8").read().splitlines():
+                if line.startswith(f"q={q} "):
+                    return dict(kv.split("=", 1) for kv in line.split(" ")[1:])
+        time.sleep(0.05)
+    raise AssertionError(f"no access-log line for {q}")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_summary_is_in_the_access_log(logged, mocks, stream):
+    gw, path, dm = logged
+    q = f"summary-{stream}-{time.monotonic_ns()}"
+    mocks.llm.script(q, tool_calls(("c1", "get_weather_now", {"location": "Oslo"})), "Cold.")
+    body = {"model": CLIENT_MODEL, "messages": [{"role": "user", "content": q}], "stream": stream}
+    reply = client.request(gw.port, "POST", CHAT_PATH, body, {**CLIENT_HEADERS, "x-q": q})
+    assert reply.status == 200 and b"Cold." in reply.body, reply.text[:300]
+    fields = line_of(path, q)
+    want = {"turns": "2", "tool_calls": "1", "tool_errors": "0", "input_tokens": "20", "output_tokens": "10",
+            "total_tokens": "30", "outcome": "answer"}
+    assert {k: fields[k] for k in want} == want, fields
+    assert fields["model"] not in ("", "-") and int(fields["duration_ms"]) >= 0, fields
+    if dm:
+        assert {k: fields[f"md_{k}"] for k in want} == want, fields
+        assert fields["md_model"] == fields["model"]
+
+
+def test_an_error_is_summarised_with_its_code(logged, mocks):
+    gw, path, _ = logged
+    q = f"summary-error-{time.monotonic_ns()}"
+    mocks.llm.script(q, tool_calls(("c1", "get_weather_now", {"location": "Oslo"})), "not json at all {")
+    body = {"model": CLIENT_MODEL, "messages": [{"role": "user", "content": q}]}
+    client.request(gw.port, "POST", CHAT_PATH, body, {**CLIENT_HEADERS, "x-q": q})
+    fields = line_of(path, q)
+    assert fields["outcome"] in ("answer", "limit") or fields["outcome"].startswith("error:"), fields
+    assert fields["turns"] == "2" and fields["tool_calls"] == "1", fields
