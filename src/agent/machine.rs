@@ -241,6 +241,7 @@ impl Machine {
     /// An agent turn's LLM callout: streamed when the answer goes to the client live.
     fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
+        r.call.headers.extend_from_slice(&self.meta.trace);
         if self.response.is_live() {
             r.call.stream = true;
             self.response.start_turn(r.call.id);
@@ -446,6 +447,7 @@ impl Machine {
         ToolPhase {
             cfg: &self.cfg,
             request: &self.meta.id,
+            trace: &self.meta.trace,
             calls: &mut self.calls,
             sessions: &mut self.mcp_sessions,
             report: &mut self.report,
@@ -497,7 +499,8 @@ impl Machine {
 
     /// A formatting request of JSON mode.
     fn format_call(&mut self, c: Convo, f: Box<Format>, reason: FinishReason, body: Vec<u8>, now_ms: u64) -> Step {
-        let r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
+        let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
+        r.call.headers.extend_from_slice(&self.meta.trace);
         let call = r.call.clone();
         (State::AwaitFormat(r, c, f, reason), vec![Command::Dispatch(call)])
     }

@@ -18,6 +18,9 @@ pub struct RequestMeta {
     /// The host can stream callouts and answer the client while calls are pending (the dynamic
     /// module): a streaming client gets its answer live (`agent::live`).
     pub live: bool,
+    /// The client's trace context (W3C `traceparent`/`tracestate`, `x-request-id`, B3), carried on
+    /// every callout so that the LLM turns and tool calls join the request's trace.
+    pub trace: Vec<(String, String)>,
 }
 
 /// Minted by the agent for every callout; the host maps its own tokens to these.

@@ -18,6 +18,8 @@ pub struct ToolPhase<'a> {
     pub cfg: &'a Config,
     /// The request's id, for logs and JSON-RPC ids.
     pub request: &'a str,
+    /// The request's trace context, for every call.
+    pub trace: &'a [(String, String)],
     pub calls: &'a mut Calls,
     pub sessions: &'a mut Sessions,
     pub report: &'a mut Report,
@@ -46,7 +48,8 @@ impl ToolPhase<'_> {
         while let Some((id, call)) = b.take(|| self.calls.mint()) {
             let (call, started) = self.mcp_step(b, id, call);
             let timeout = self.calls.bounded(call.timeout_ms, now_ms);
-            let call = call.into_call(id, timeout);
+            let mut call = call.into_call(id, timeout);
+            call.headers.extend_from_slice(self.trace);
             self.calls.went_out(id, now_ms, timeout, started.unwrap_or(now_ms));
             let name = b.name_of(id).unwrap_or_default();
             log::debug!(

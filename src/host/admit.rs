@@ -70,7 +70,26 @@ pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival) -> RequestMeta {
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         context_headers: context_headers(port, cfg),
         live: arrival.live,
+        trace: trace_context(port),
     }
+}
+
+/// The trace headers callouts carry, as the client (or Envoy's tracer) set them on the request.
+const TRACE_HEADERS: [&str; 9] = [
+    "traceparent",
+    "tracestate",
+    "x-request-id",
+    "b3",
+    "x-b3-traceid",
+    "x-b3-spanid",
+    "x-b3-parentspanid",
+    "x-b3-sampled",
+    "x-b3-flags",
+];
+
+/// The request's trace context: only what is there (none is invented).
+fn trace_context(port: &impl Port) -> Vec<(String, String)> {
+    TRACE_HEADERS.iter().filter_map(|name| port.header(Headers::Request, name).map(|v| (name.to_string(), v))).collect()
 }
 
 /// Every tool source of the configuration is an MCP server not listed yet: a 503 the client can retry.

@@ -177,6 +177,7 @@ impl Harness {
             steps: self.steps,
             context_headers: self.context_headers.clone(),
             live: self.live,
+            trace: Vec::new(),
         };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         let mut now = START_MS;
