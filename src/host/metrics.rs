@@ -27,7 +27,7 @@ const fn metric(name: &'static str, kind: Kind, labels: &'static [&'static str])
 const MODE: &[&str] = &["mode"];
 
 /// Every metric, in the order of `Id`.
-pub const CATALOGUE: [Metric; 11] = [
+pub const CATALOGUE: [Metric; 12] = [
     metric("requests", Kind::Counter, &["mode", "outcome"]),
     metric("llm_turns", Kind::Counter, MODE),
     metric("llm_retries", Kind::Counter, MODE),
@@ -39,6 +39,7 @@ pub const CATALOGUE: [Metric; 11] = [
     metric("tool_calls", Kind::Counter, &["tool", "class"]),
     metric("tool_call_duration_ms", Kind::Histogram, &["tool"]),
     metric("mcp_listings", Kind::Counter, &["api", "outcome"]),
+    metric("tokens_per_request", Kind::Histogram, MODE),
 ];
 
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +55,7 @@ enum Id {
     ToolCalls,
     ToolCallDurationMs,
     McpListings,
+    TokensPerRequest,
 }
 
 /// Where a host records metrics; `Id` is the host's handle of one catalogue entry.
@@ -102,6 +104,7 @@ impl<T: Copy> Metrics<T> {
         self.add(sink, Id::JsonRetries, &mode, r.json_retries.into());
         self.record(sink, Id::TurnsPerRequest, &mode, r.llm_turns.into());
         self.record(sink, Id::RequestDurationMs, &mode, r.total_ms());
+        self.record(sink, Id::TokensPerRequest, &mode, r.tokens.total_tokens);
         for ms in &r.llm_ms {
             self.record(sink, Id::LlmCallDurationMs, &mode, *ms);
         }
@@ -152,6 +155,7 @@ mod tests {
             (Id::ToolCalls, "tool_calls"),
             (Id::ToolCallDurationMs, "tool_call_duration_ms"),
             (Id::McpListings, "mcp_listings"),
+            (Id::TokensPerRequest, "tokens_per_request"),
         ];
         for (id, name) in names {
             assert_eq!(CATALOGUE[id as usize].name, name);

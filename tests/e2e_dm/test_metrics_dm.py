@@ -65,6 +65,7 @@ def test_counts_after_known_traffic(metered, mocks):
     prometheus = admin(envoy, "/stats/prometheus")
     assert 'envoy_dynamicmodulescustom_api_agent_tool_call_duration_ms_count{tool="get_weather_now"}' in prometheus
     assert 'envoy_dynamicmodulescustom_api_agent_turns_per_request_bucket{mode="react",le="5"}' in prometheus
+    assert 'envoy_dynamicmodulescustom_api_agent_tokens_per_request_count{mode="react"}' in prometheus
     assert_request_lines(envoy)
 
 
