@@ -147,12 +147,6 @@ fn against_the_layers(imports: &[Import], modules: &[String]) -> Vec<String> {
 
 #[test]
 fn the_layers_name_each_upward_import() {
-    let import = |from: &[&str], to: &[&str]| Import {
-        from: from.iter().map(|s| s.to_string()).collect(),
-        to: to.iter().map(|s| s.to_string()).collect(),
-        at: format!("src/{}.rs:1", from.join("/")),
-        path: format!("crate::{}", to.join("::")),
-    };
     let imports = [
         import(&["config", "rules"], &["agent"]),
         import(&["agent", "convo"], &["config"]),
@@ -194,12 +188,6 @@ fn against_the_rules(imports: &[Import]) -> Vec<String> {
 
 #[test]
 fn the_rules_name_each_forbidden_import() {
-    let import = |from: &[&str], to: &[&str]| Import {
-        from: from.iter().map(|s| s.to_string()).collect(),
-        to: to.iter().map(|s| s.to_string()).collect(),
-        at: format!("src/{}.rs:1", from.join("/")),
-        path: format!("crate::{}", to.join("::")),
-    };
     let imports = [
         import(&["agent", "convo"], &["filter", "http"]),
         import(&["filter", "http"], &["filter"]),
@@ -213,6 +201,16 @@ fn the_rules_name_each_forbidden_import() {
             "src/cli.rs:1: `crate::host::tools`: only filter, dm may import `host`",
         ]
     );
+}
+
+/// An import from module `from` of module `to`, as the tests of the rules write them.
+fn import(from: &[&str], to: &[&str]) -> Import {
+    Import {
+        from: from.iter().map(|s| s.to_string()).collect(),
+        to: to.iter().map(|s| s.to_string()).collect(),
+        at: format!("src/{}.rs:1", from.join("/")),
+        path: format!("crate::{}", to.join("::")),
+    }
 }
 
 /// Every `.rs` file of src/, read and cleaned.

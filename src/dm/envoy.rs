@@ -18,6 +18,34 @@ pub fn log_enabled(level: u32) -> bool {
     unsafe { envoy_dynamic_module_callback_log_enabled(level) }
 }
 
+/// A stream's or a configuration's callout: the same C signature, a different owner.
+type CalloutFn =
+    unsafe extern "C" fn(*mut c_void, *mut u64, ModuleBuffer, *mut ModuleHeader, usize, ModuleBuffer, u64) -> u32;
+
+/// Starts a callout with Envoy's `start` for `owner`; `Err` carries Envoy's init result.
+fn start_callout(
+    start: CalloutFn,
+    owner: *mut c_void,
+    cluster: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+    timeout_ms: u64,
+) -> Result<u64, u32> {
+    let mut hs = module_headers(headers);
+    let body = body.map_or_else(ModuleBuffer::null, ModuleBuffer::of);
+    let mut id = 0u64;
+    // SAFETY: `owner` is the live filter or configuration `start` belongs to; every buffer outlives
+    // the call (Envoy copies them).
+    let result = unsafe {
+        start(owner, &mut id, ModuleBuffer::of(cluster.as_bytes()), hs.as_mut_ptr(), hs.len(), body, timeout_ms)
+    };
+    if result == INIT_SUCCESS {
+        Ok(id)
+    } else {
+        Err(result)
+    }
+}
+
 fn labels(values: &[&str]) -> Vec<ModuleBuffer> {
     values.iter().map(|v| ModuleBuffer::of(v.as_bytes())).collect()
 }
@@ -65,26 +93,15 @@ impl EnvoyConfig {
         body: Option<&[u8]>,
         timeout_ms: u64,
     ) -> Result<u64, u32> {
-        let mut hs = module_headers(headers);
-        let body = body.map_or_else(ModuleBuffer::null, ModuleBuffer::of);
-        let mut id = 0u64;
-        // SAFETY: the configuration is Envoy's until config_destroy; buffers outlive the call.
-        let result = unsafe {
-            envoy_dynamic_module_callback_http_filter_config_http_callout(
-                self.0,
-                &mut id,
-                ModuleBuffer::of(cluster.as_bytes()),
-                hs.as_mut_ptr(),
-                hs.len(),
-                body,
-                timeout_ms,
-            )
-        };
-        if result == INIT_SUCCESS {
-            Ok(id)
-        } else {
-            Err(result)
-        }
+        // The configuration is Envoy's until config_destroy.
+        start_callout(
+            envoy_dynamic_module_callback_http_filter_config_http_callout,
+            self.0,
+            cluster,
+            headers,
+            body,
+            timeout_ms,
+        )
     }
 
     /// A scheduler of the configuration: wake-ups come back on the main thread.
@@ -200,26 +217,14 @@ impl Envoy {
         body: Option<&[u8]>,
         timeout_ms: u64,
     ) -> Result<u64, u32> {
-        let mut hs = module_headers(headers);
-        let body = body.map_or_else(ModuleBuffer::null, ModuleBuffer::of);
-        let mut id = 0u64;
-        // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
-        let result = unsafe {
-            envoy_dynamic_module_callback_http_filter_http_callout(
-                self.0,
-                &mut id,
-                ModuleBuffer::of(cluster.as_bytes()),
-                hs.as_mut_ptr(),
-                hs.len(),
-                body,
-                timeout_ms,
-            )
-        };
-        if result == INIT_SUCCESS {
-            Ok(id)
-        } else {
-            Err(result)
-        }
+        start_callout(
+            envoy_dynamic_module_callback_http_filter_http_callout,
+            self.0,
+            cluster,
+            headers,
+            body,
+            timeout_ms,
+        )
     }
 
     /// Starts a streamed callout with its whole request; its reply comes to the `http_stream_*`

@@ -34,13 +34,16 @@ def start_gateway(mocks, wasm, envoy_binary, port, workdir) -> tuple[Gateway, En
     return Gateway(envoy), envoy
 
 
-def listing_counts(envoy: Envoy) -> dict[str, int]:
+# The listing counter of apis[0] as each host names it in /stats.
+WASM_LISTINGS = "wasmcustom.api_agent.mcp_listings.api.0.outcome."
+
+
+def listing_counts(envoy: Envoy, prefix: str = WASM_LISTINGS) -> dict[str, int]:
     """`api_agent.mcp_listings` of apis[0] by outcome, from Envoy's admin /stats."""
     import json
     import urllib.request
     with urllib.request.urlopen(f"http://{envoy.admin}/stats?format=json&filter=mcp_listings", timeout=5) as r:
         stats = json.loads(r.read())["stats"]
-    prefix = "wasmcustom.api_agent.mcp_listings.api.0.outcome."
     return {s["name"][len(prefix):]: s["value"] for s in stats if s.get("name", "").startswith(prefix)}
 
 
@@ -72,12 +75,20 @@ def test_a_server_is_listed_when_the_plugin_starts(mocks, wasm, envoy_binary, tm
 
 
 def test_requests_before_any_tool_get_a_503_until_the_server_is_up(mocks, wasm, envoy_binary, tmp_path):
+    # Each of Envoy's Wasm VMs (main thread and worker) lists for itself: counts add up across them.
+    not_ready_until_listed(mocks, wasm, envoy_binary, str(tmp_path), WASM_LISTINGS, lambda listed: listed >= 1)
+
+
+def not_ready_until_listed(mocks, wasm, envoy_binary, workdir, prefix, listed_ok):
+    """A 503 `tools_not_ready` (retry-after: 1) while the server is down, the answer once it is listed,
+    and each listing counted: failures while it was down, then `listed_ok(listed)`."""
     port = mcp.free_port()
-    gateway, envoy = start_gateway(mocks, wasm, envoy_binary, port, str(tmp_path))
+    gateway, envoy = start_gateway(mocks, wasm, envoy_binary, port, workdir)
     server = None
     try:
         reply = gateway.chat("Discovered: too early")
         assert reply.status == 503, reply.text
+        assert reply.headers.get("retry-after") == "1", reply.headers
         assert reply.json()["error"]["code"] == "tools_not_ready"
         assert "MCP tools/list of apis[0] failed" in envoy.log_tail(200)
         server = mcp.Running([sys.executable, SERVER, str(port)], port)
@@ -85,10 +96,9 @@ def test_requests_before_any_tool_get_a_503_until_the_server_is_up(mocks, wasm, 
         mocks.llm.script(q, tool_calls(("c1", "forecast", {"city": "Oslo"})), "Sunny.")
         assert answer_of(wait_ready(gateway, q, timeout_s=20)) == "Sunny."
         assert tool_results(mocks, q) == {"c1": "Oslo: sunny for 1 day(s), 21 °C"}
-        # Each listing is counted: failures while the server was down, then the listing that worked (each
-        # of Envoy's Wasm VMs, main thread and worker, lists for itself: counts add up across them).
-        counts = listing_counts(envoy)
-        assert counts.get("failed", 0) >= 1 and counts.get("listed", 0) >= 1, counts
+        assert "MCP tools of apis[0] listed: 2 tool(s): add, forecast" in envoy.log_tail(400)
+        counts = listing_counts(envoy, prefix)
+        assert counts.get("failed", 0) >= 1 and listed_ok(counts.get("listed", 0)), counts
     finally:
         envoy.stop()
         if server:
