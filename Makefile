@@ -4,6 +4,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ENVOY ?= $(VENV)/bin/envoy
+# ENVOY as an absolute path for every target (a path, or a name on PATH: `make test ENVOY=$(func-e which)`).
+ENVOY_ABS = $(if $(findstring /,$(ENVOY)),$(abspath $(ENVOY)),$(or $(shell command -v $(ENVOY)),$(ENVOY)))
 WASM := dist/api_agent.wasm
 TARGET := wasm32-wasip1
 RAW := target/$(TARGET)/release/api_agent.wasm
@@ -60,7 +62,7 @@ build-dm:
 
 # Every Envoy callback the library imports must be exported by the Envoy binary it will run in.
 check-dm-symbols: build-dm
-	scripts/check-dm-symbols.sh $(DM) $(ENVOY)
+	scripts/check-dm-symbols.sh $(DM) $(ENVOY_ABS)
 
 # Lint of the dynamic-module build (make lint covers the others).
 lint-dm:
@@ -70,24 +72,24 @@ unit:
 	cargo test --quiet
 
 e2e: build $(VENV)/.ok
-	ENVOY=$(ENVOY) WASM=$(WASM) $(PY) -m pytest -q tests/e2e
+	ENVOY=$(ENVOY_ABS) WASM=$(WASM) $(PY) -m pytest -q tests/e2e
 
 # Narrow the shared acceptance run with e.g. ACCEPTANCE_ONLY='V0[1-3]*'.
 ACCEPTANCE_ONLY ?= *
 
 acceptance: build $(VENV)/.ok
-	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(WASM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(ENVOY_ABS) --wasm $(abspath $(WASM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
 
 acceptance-dm: build-dm check-dm-symbols $(VENV)/.ok
-	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(DM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(ENVOY_ABS) --wasm $(abspath $(DM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
 
 # The project's e2e checks that hold on both hosts, against the dynamic module (tests/e2e_dm).
 e2e-dm: build-dm $(VENV)/.ok
-	ENVOY=$(ENVOY) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm
+	ENVOY=$(ENVOY_ABS) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm
 
 # Time to first byte, Proxy-Wasm against the dynamic module (one tool call; not part of test).
 ttfb-dm: build build-dm $(VENV)/.ok
-	ENVOY=$(ENVOY) $(PY) scripts/ttfb.py $(WASM) $(DM)
+	ENVOY=$(ENVOY_ABS) $(PY) scripts/ttfb.py $(WASM) $(DM)
 
 # The OCI image of the module (deploy/oci.sh: buildah, no daemon): dist/oci and dist/api-agent-oci.tar.
 oci: build
@@ -96,7 +98,7 @@ oci: build
 # tests/deploy: the image through a registry on 127.0.0.1, the deploy/ manifests against their CRDs and
 # in Envoy, envoy/provider.yaml, TLS verification of provider clusters.
 deploy-test: oci $(VENV)/.ok
-	ENVOY=$(ENVOY) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
+	ENVOY=$(ENVOY_ABS) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
 
 test: setup unit e2e acceptance deploy-test check-dm-symbols e2e-dm acceptance-dm
 
@@ -104,7 +106,7 @@ cli:
 	cargo build --release --bin api-agent
 
 demo: setup build
-	$(PY) demo/run.py --envoy $(abspath $(ENVOY)) --wasm $(WASM)
+	$(PY) demo/run.py --envoy $(ENVOY_ABS) --wasm $(WASM)
 
 lint:
 	cargo fmt --check
@@ -113,11 +115,11 @@ lint:
 	cargo clippy --all-targets --features dynamic-module -- -D warnings
 
 bench: setup build
-	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(abspath $(ENVOY)) --out $(abspath dist/bench.json) | tee dist/bench.log
+	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(ENVOY_ABS) --out $(abspath dist/bench.json) | tee dist/bench.log
 
 # The same measurement with the dynamic module in place of the .wasm (shared/bench takes either).
 bench-dm: setup build-dm
-	$(SHARED)/bench/run.sh --wasm $(abspath $(DM)) --envoy $(abspath $(ENVOY)) --out $(abspath dist/bench-dm.json) | tee dist/bench-dm.log
+	$(SHARED)/bench/run.sh --wasm $(abspath $(DM)) --envoy $(ENVOY_ABS) --out $(abspath dist/bench-dm.json) | tee dist/bench-dm.log
 
 # A long fuzzing run (a short one is part of `make unit`): FUZZ_CASES cases per property, in release.
 FUZZ_CASES ?= 100000
@@ -128,8 +130,8 @@ fuzz:
 # A long run of the Envoy-level fuzz on both hosts (a short one, 150 cases, is part of `make test`).
 ENVOY_FUZZ_CASES ?= 2000
 fuzz-envoy: build build-dm $(VENV)/.ok
-	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY) WASM=$(abspath $(WASM)) $(PY) -m pytest -q tests/e2e/test_fuzz_envoy.py
-	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm/test_fuzz_envoy_dm.py
+	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY_ABS) WASM=$(abspath $(WASM)) $(PY) -m pytest -q tests/e2e/test_fuzz_envoy.py
+	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY_ABS) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm/test_fuzz_envoy_dm.py
 
 clean:
 	rm -rf target dist
@@ -143,4 +145,4 @@ LLM_VENV ?= smoke/.venv-llm
 smoke-llm: $(VENV)/.ok
 	@[ -f $(WASM) ] || $(MAKE) build
 	LLM_VENV=$(LLM_VENV) smoke/setup-llm.sh
-	$(PY) smoke/llm.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(WASM)) --llm-python $(LLM_VENV)/bin/python
+	$(PY) smoke/llm.py --envoy $(ENVOY_ABS) --wasm $(abspath $(WASM)) --llm-python $(LLM_VENV)/bin/python
