@@ -308,6 +308,7 @@ fn an_early_wake_up_keeps_the_retry_waiting() {
         seed: 3,
         steps: false,
         context_headers: Vec::new(),
+        client_headers: Default::default(),
         live: false,
     };
     let mut agent = Agent::new(cfg, meta);
@@ -332,6 +333,7 @@ fn the_report_carries_the_status_envoy_itself_sent() {
         seed: 3,
         steps: false,
         context_headers: Vec::new(),
+        client_headers: Default::default(),
         live: false,
     };
     let body = user("Pets?").to_string();
