@@ -34,6 +34,71 @@ pub struct Api {
     /// Retries of a GET or HEAD tool call that failed with 429, 5xx, a reset or a timeout (opt-in:
     /// other methods may not be idempotent).
     pub max_retries: u32,
+    /// The client's identity on this API's calls (`forwardHeaders`, `tokenExchange`).
+    pub identity: Identity,
+}
+
+/// What of the client's identity an API's calls carry: headers of the client's request copied as they
+/// are (lower-case names), and a token exchanged for the client's (RFC 8693).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub forward_headers: Vec<String>,
+    pub token_exchange: Option<TokenExchange>,
+}
+
+/// `tokenExchange`: where the token service is and what the exchange asks of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenExchange {
+    pub upstream: Upstream,
+    pub path: String,
+    pub audience: Option<String>,
+    pub scope: Option<String>,
+    /// `clientId` and `clientSecret`, sent as HTTP Basic credentials (RFC 6749 §2.3.1).
+    pub client: Option<(String, String)>,
+    /// The client's request header that holds the subject token (lower case; `Bearer ` is stripped).
+    pub subject_header: String,
+}
+
+impl std::fmt::Debug for TokenExchange {
+    /// Without the client secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenExchange")
+            .field("upstream", &self.upstream)
+            .field("path", &self.path)
+            .field("audience", &self.audience)
+            .field("scope", &self.scope)
+            .field("client_id", &self.client.as_ref().map(|(id, _)| id))
+            .field("subject_header", &self.subject_header)
+            .finish()
+    }
+}
+
+impl TokenExchange {
+    /// The subject token in the client's headers (`(name, value)`, lower-case names): the value of
+    /// `subjectHeader` with a leading `Bearer ` taken off; none when absent or empty.
+    pub fn subject<'h>(&self, client: &'h [(String, String)]) -> Option<&'h str> {
+        let value = client.iter().find(|(k, _)| *k == self.subject_header).map(|(_, v)| v.trim())?;
+        if value.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        let token = match value.get(..7) {
+            Some(scheme) if scheme.eq_ignore_ascii_case("bearer ") => value[7..].trim_start(),
+            _ => value,
+        };
+        (!token.is_empty()).then_some(token)
+    }
+
+    /// The key an exchanged token is kept under: a SHA-256 of the subject token, the audience and the
+    /// scope (never the token itself).
+    pub fn cache_key(&self, subject: &str) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for part in [subject, self.audience.as_deref().unwrap_or(""), self.scope.as_deref().unwrap_or("")] {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part.as_bytes());
+        }
+        h.finalize().into()
+    }
 }
 
 /// A tool's HTTP request before it has a call id.

@@ -308,6 +308,7 @@ fn an_early_wake_up_keeps_the_retry_waiting() {
         seed: 3,
         steps: false,
         context_headers: Vec::new(),
+        client_headers: Default::default(),
         live: false,
         trace: Vec::new(),
     };
@@ -333,6 +334,7 @@ fn the_report_carries_the_status_envoy_itself_sent() {
         seed: 3,
         steps: false,
         context_headers: Vec::new(),
+        client_headers: Default::default(),
         live: false,
         trace: Vec::new(),
     };

@@ -175,6 +175,7 @@ fn a_failed_call_after_relayed_text_is_not_retried() {
         seed: 1,
         steps: false,
         context_headers: Vec::new(),
+        client_headers: Default::default(),
         live: true,
         trace: Vec::new(),
     };

@@ -364,6 +364,7 @@ mod shared_sessions {
             seed: 1,
             steps: false,
             context_headers: Vec::new(),
+            client_headers: Default::default(),
             live: false,
             trace: Vec::new(),
         };

@@ -84,6 +84,7 @@ fn api() -> Api {
         api_key: None,
         headers: vec![],
         max_retries: 0,
+        identity: Default::default(),
     }
 }
 

@@ -2,6 +2,7 @@
 //! observations returned in the order of the calls. A call whose API allows retries is kept until it
 //! is answered, so that it can be sent again after a backoff.
 
+use super::identity::Pending;
 use super::protocol::{CallId, Event};
 use super::work::{ToolCall, Work};
 use std::collections::{BTreeMap, VecDeque};
@@ -24,6 +25,8 @@ pub struct Batch {
     args: Vec<String>,
     /// Calls waiting for their backoff to end: (due, call index).
     delayed: Vec<(u64, usize)>,
+    /// Token exchanges and the calls waiting for them (`agent::identity`).
+    pub identity: Pending,
     limit: usize,
 }
 
@@ -40,6 +43,7 @@ impl Batch {
             real: Vec::new(),
             args: Vec::new(),
             delayed: Vec::new(),
+            identity: Pending::default(),
             limit: limit.max(1),
         };
         for (i, w) in work.into_iter().enumerate() {
@@ -112,7 +116,9 @@ impl Batch {
     /// The event is for this batch: an answer to one of its calls, or a wake-up for its retries.
     pub fn takes(&self, event: &Event<'_>) -> bool {
         match event {
-            Event::CallReply { id, .. } | Event::CallFailed { id, .. } => self.waits_for(*id),
+            Event::CallReply { id, .. } | Event::CallFailed { id, .. } => {
+                self.waits_for(*id) || self.identity.calls.contains_key(id)
+            }
             Event::Wake => true,
             _ => false,
         }
@@ -156,7 +162,7 @@ impl Batch {
 
     /// The earliest time a delayed call is due.
     pub fn next_due(&self) -> Option<u64> {
-        self.delayed.iter().map(|(due, _)| *due).min()
+        self.delayed.iter().map(|(due, _)| *due).min().into_iter().chain(self.identity.next_due()).min()
     }
 
     /// Queues every delayed call that is due at `now_ms`.

@@ -9,6 +9,7 @@ use super::convo::{Convo, Next};
 use super::error::{AgentError, ErrorCode};
 use super::finish::{self, Response};
 use super::format::{self, Format, Target};
+use super::identity::Identity;
 use super::llm;
 use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
@@ -63,6 +64,8 @@ pub struct Machine {
     steps: Steps,
     /// MCP sessions, seeded by the host and left for it.
     pub(super) mcp_sessions: Sessions,
+    /// The client's identity on its tools' calls, and the tokens exchanged for it.
+    pub(super) identity: Identity,
     /// Parameters the LLM server refused (`llm::STEP_DOWN`), seeded by the host and left for it.
     pub(super) refused: Vec<&'static str>,
     /// The token budget ended the loop.
@@ -78,6 +81,7 @@ impl Machine {
         let report = Report::new(cfg.mode, meta.now_ms);
         let want_steps = meta.steps || cfg.return_steps;
         let steps = Steps::new(want_steps, if want_steps { cfg.secrets() } else { Vec::new() });
+        let identity = Identity::new(meta.client_headers.clone());
         Machine {
             response: Response::new(&cfg, &meta),
             now: meta.now_ms,
@@ -87,10 +91,15 @@ impl Machine {
             report,
             steps,
             mcp_sessions: BTreeMap::new(),
+            identity,
             refused: Vec::new(),
             budget_spent: false,
             state: State::AwaitRequest,
         }
+    }
+
+    pub fn cfg(&self) -> &Config {
+        &self.cfg
     }
 
     /// Feeds one event; the commands are for the host to run now (`Agent::handle`).
@@ -450,6 +459,7 @@ impl Machine {
             trace: &self.meta.trace,
             calls: &mut self.calls,
             sessions: &mut self.mcp_sessions,
+            identity: &mut self.identity,
             report: &mut self.report,
             steps: &mut self.steps,
         }

@@ -14,6 +14,7 @@ mod convo;
 mod error;
 mod finish;
 mod format;
+mod identity;
 mod live;
 mod llm;
 mod machine;
@@ -29,7 +30,8 @@ mod tool_phase;
 mod work;
 
 pub use error::{AgentError, ErrorCode};
-pub use protocol::{Call, CallId, Command, Event, Failure, Reply, RequestMeta};
+pub use identity::Exchanged;
+pub use protocol::{Call, CallId, ClientHeaders, Command, Event, Failure, Reply, RequestMeta};
 pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 
 use crate::config::Config;
@@ -66,6 +68,22 @@ impl Agent {
     /// The parameters the server has refused, as this request left them.
     pub fn refused_params(&self) -> &[&'static str] {
         &self.machine.refused
+    }
+
+    /// The keys under which the host may hold tokens for this request's exchanges: (`apis[]` index,
+    /// `TokenExchange::cache_key` of the client's subject token).
+    pub fn token_keys(&self) -> Vec<(usize, [u8; 32])> {
+        self.machine.identity.keys(&self.machine.cfg().apis)
+    }
+
+    /// A token the host kept for API `api` and this request's subject token: no exchange is made.
+    pub fn seed_token(&mut self, api: usize, token: String) {
+        self.machine.identity.seed(api, token);
+    }
+
+    /// The tokens this request exchanged since the last call, for the host to keep.
+    pub fn take_exchanged(&mut self) -> Vec<Exchanged> {
+        self.machine.identity.take_fresh()
     }
 
     /// What the request did so far (complete once `is_done`).

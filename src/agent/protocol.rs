@@ -15,12 +15,25 @@ pub struct RequestMeta {
     pub steps: bool,
     /// The request headers that `context.headers` names: (label, value).
     pub context_headers: Vec<(String, String)>,
+    /// The client's headers that APIs' `forwardHeaders` and `tokenExchange.subjectHeader` name.
+    pub client_headers: ClientHeaders,
     /// The host can stream callouts and answer the client while calls are pending (the dynamic
     /// module): a streaming client gets its answer live (`agent::live`).
     pub live: bool,
     /// The client's trace context (W3C `traceparent`/`tracestate`, `x-request-id`, B3), carried on
     /// every callout so that the LLM turns and tool calls join the request's trace.
     pub trace: Vec<(String, String)>,
+}
+
+/// Headers of the client's request (lower-case names) that the configuration copies onto APIs' calls
+/// or exchanges for their tokens: credentials, never logged (`Debug` shows the names only).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ClientHeaders(pub Vec<(String, String)>);
+
+impl std::fmt::Debug for ClientHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|(name, _)| format!("{name}: ****"))).finish()
+    }
 }
 
 /// Minted by the agent for every callout; the host maps its own tokens to these.

@@ -4,6 +4,7 @@
 
 use super::batch::Batch;
 use super::calls::{excerpt, Calls};
+use super::identity::{self, Gate, Identity};
 use super::mcp::{self, Sessions};
 use super::protocol::{CallId, Command, Event, Failure};
 use super::report::{Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
@@ -12,6 +13,9 @@ use super::steps::{Steps, ToolStatus};
 use super::work::{self, ToolCall, Work};
 use crate::config::Config;
 use crate::doc::truncate;
+
+/// A reply: status, headers, body.
+type Answer<'b> = (u16, &'b [(String, String)], &'b [u8]);
 
 /// What the tool phase reads and records, borrowed from the agent for one event.
 pub struct ToolPhase<'a> {
@@ -22,6 +26,7 @@ pub struct ToolPhase<'a> {
     pub trace: &'a [(String, String)],
     pub calls: &'a mut Calls,
     pub sessions: &'a mut Sessions,
+    pub identity: &'a mut Identity,
     pub report: &'a mut Report,
     pub steps: &'a mut Steps,
 }
@@ -42,32 +47,127 @@ impl ToolPhase<'_> {
         }
     }
 
-    /// The calls of the batch that may start now.
+    /// The calls of the batch that may start now (those of an API whose token is being exchanged
+    /// wait for it), and the token exchanges due.
     pub fn dispatch(&mut self, b: &mut Batch, now_ms: u64) -> Vec<Command> {
         let mut commands = Vec::new();
+        for (api, sent) in b.identity.due(now_ms) {
+            commands.extend(self.exchange(b, api, sent, now_ms));
+        }
         while let Some((id, call)) = b.take(|| self.calls.mint()) {
-            let (call, started) = self.mcp_step(b, id, call);
-            let timeout = self.calls.bounded(call.timeout_ms, now_ms);
-            let mut call = call.into_call(id, timeout);
-            call.headers.extend_from_slice(self.trace);
-            self.calls.went_out(id, now_ms, timeout, started.unwrap_or(now_ms));
-            let name = b.name_of(id).unwrap_or_default();
-            log::debug!(
-                "#{} tool {name}: {} {} {}",
-                self.request,
-                call.cluster,
-                call.method,
-                truncate(&call.path, 200)
-            );
-            commands.push(Command::Dispatch(call));
+            let api = call.api;
+            match self.identity.gate(&self.cfg.apis, api, b.identity.exchanging(api)) {
+                Gate::Go(headers) => commands.push(self.send(b, id, call, headers, now_ms)),
+                Gate::Wait => b.identity.parked.push((api, id, call)),
+                Gate::Exchange => {
+                    b.identity.parked.push((api, id, call));
+                    commands.extend(self.exchange(b, api, 0, now_ms));
+                }
+                Gate::Denied => self.denied(b, id),
+            }
         }
         commands
+    }
+
+    /// Call `id` goes out, with the client's identity (`identity`) on it.
+    fn send(
+        &mut self,
+        b: &mut Batch,
+        id: CallId,
+        call: ToolCall,
+        identity: Vec<(String, String)>,
+        now_ms: u64,
+    ) -> Command {
+        let (call, started) = self.mcp_step(b, id, call);
+        let timeout = self.calls.bounded(call.timeout_ms, now_ms);
+        let mut call = call.into_call(id, timeout, identity);
+        call.headers.extend_from_slice(self.trace);
+        self.calls.went_out(id, now_ms, timeout, started.unwrap_or(now_ms));
+        let name = b.name_of(id).unwrap_or_default();
+        log::debug!("#{} tool {name}: {} {} {}", self.request, call.cluster, call.method, truncate(&call.path, 200));
+        Command::Dispatch(call)
+    }
+
+    /// The token exchange for API `api` (`sent`: its retries so far); without one, its calls are
+    /// denied.
+    fn exchange(&mut self, b: &mut Batch, api: usize, sent: u32, now_ms: u64) -> Option<Command> {
+        let id = self.calls.mint();
+        let x = self.cfg.apis.get(api).and_then(|a| a.identity.token_exchange.as_ref());
+        let timeout = self.calls.bounded(x.map_or(1, |x| x.upstream.timeout_ms), now_ms);
+        let Some(call) = self.identity.exchange_call(&self.cfg.apis, api, id, timeout) else {
+            self.identity.answered(&self.cfg.apis, api, None);
+            for (id, _) in b.identity.unpark(api) {
+                self.denied(b, id);
+            }
+            return None;
+        };
+        self.calls.went_out(id, now_ms, timeout, now_ms);
+        b.identity.calls.insert(id, (api, sent));
+        log::debug!("#{} token exchange for apis[{api}]: {} POST {}", self.request, call.cluster, call.path);
+        let mut call = call;
+        call.headers.extend_from_slice(self.trace);
+        Some(Command::Dispatch(call))
+    }
+
+    /// The token service answered (or failed) exchange `id`: its API's calls go on with the token,
+    /// or the exchange is retried later, or they are denied.
+    fn on_exchange(&mut self, b: &mut Batch, id: CallId, outcome: Result<Answer<'_>, &Failure>, now_ms: u64) {
+        let Some((api, sent)) = b.identity.calls.remove(&id) else {
+            return;
+        };
+        let (wait, result) = match outcome {
+            Ok((status, headers, body)) => {
+                self.calls.forget(id);
+                (retry::status_wait(status, headers), identity::read_reply(status, body))
+            }
+            Err(failure) => {
+                let (failure, _) = self.calls.failed(id, failure, now_ms);
+                (retry::failure_wait(&failure), Err(format!("the call {failure}")))
+            }
+        };
+        let why = match result {
+            Ok(granted) => {
+                self.identity.answered(&self.cfg.apis, api, Some(granted));
+                for (id, call) in b.identity.unpark(api) {
+                    b.resume(id, call);
+                }
+                return;
+            }
+            Err(why) => why,
+        };
+        let max = self.cfg.apis.get(api).map_or(0, |a| a.max_retries);
+        let due = wait.filter(|_| sent < max).and_then(|wait| self.calls.retry_due(now_ms, sent, wait));
+        if let Some(due) = due {
+            log::info!("#{} token exchange for apis[{api}]: {why}; retried in {} ms", self.request, due - now_ms);
+            b.identity.delayed.push((due, api, sent + 1));
+            return;
+        }
+        log::warn!("#{} token exchange for apis[{api}]: {why}; its tools are not called", self.request);
+        self.identity.answered(&self.cfg.apis, api, None);
+        for (id, _) in b.identity.unpark(api) {
+            self.denied(b, id);
+        }
+    }
+
+    /// Call `id` is not made: its caller is not authorized for its API.
+    fn denied(&mut self, b: &mut Batch, id: CallId) {
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
+        let observation = identity::not_authorized(&name);
+        self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
+        self.step(b, id, ToolStatus::Ended(ToolClass::Refused), &observation);
+        b.reply(id, |_| observation);
     }
 
     /// An event of the batch (`Batch::takes`): a call's reply or failure, or a wake-up for its
     /// retries that are due.
     pub fn on_event(&mut self, b: &mut Batch, event: Event<'_>, now_ms: u64) {
         match event {
+            Event::CallReply { id, status, headers, body } if b.identity.calls.contains_key(&id) => {
+                self.on_exchange(b, id, Ok((status, headers, body)), now_ms)
+            }
+            Event::CallFailed { id, failure } if b.identity.calls.contains_key(&id) => {
+                self.on_exchange(b, id, Err(failure), now_ms)
+            }
             Event::CallReply { id, status, headers, body } => self.on_reply(b, id, (status, headers, body), now_ms),
             Event::CallFailed { id, failure } => self.on_failure(b, id, failure, now_ms),
             Event::Wake => b.wake(now_ms),
@@ -123,7 +223,8 @@ impl ToolPhase<'_> {
             return (call, None);
         };
         let started = h.started();
-        let send = ToolCall { cluster: call.cluster.clone(), request, timeout_ms: call.timeout_ms, mcp: None };
+        let send =
+            ToolCall { api: call.api, cluster: call.cluster.clone(), request, timeout_ms: call.timeout_ms, mcp: None };
         b.hold(id, call);
         (send, started)
     }

@@ -28,6 +28,8 @@ pub enum Work {
 /// A tool request before it has a call id.
 #[derive(Debug, Clone)]
 pub struct ToolCall {
+    /// The `apis[]` entry of the tool.
+    pub api: usize,
     pub cluster: String,
     pub request: tools::Request,
     pub timeout_ms: u64,
@@ -36,8 +38,10 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
-    pub fn into_call(self, id: CallId, timeout_ms: u64) -> Call {
+    /// The call as it goes out under `id`, with the client's identity (`identity`) added.
+    pub fn into_call(self, id: CallId, timeout_ms: u64, identity: Vec<(String, String)>) -> Call {
         let mut r = self.request;
+        r.headers.extend(identity);
         if !r.headers.iter().any(|(k, _)| k == "accept-encoding") {
             // A compressed body could not be read as an observation.
             r.headers.push(("accept-encoding".into(), "identity".into()));
@@ -86,6 +90,7 @@ fn call_work(cfg: &Config, name: &str, input: Value) -> Work {
             name: tool.name.clone(),
             retries: tool.retries(api),
             call: ToolCall {
+                api: tool.api,
                 cluster: api.upstream.cluster.clone(),
                 request,
                 timeout_ms: api.upstream.timeout_ms,

@@ -60,6 +60,10 @@ enum Command {
         /// 'outbound|443||api.openai.com=https://api.openai.com'. Repeat for every cluster.
         #[arg(long = "endpoint", value_name = "CLUSTER=URL")]
         endpoints: Vec<String>,
+        /// A header of the client's request, e.g. 'authorization:Bearer eyJ…' or 'x-user:alice', for the
+        /// APIs that forward it or exchange it for a token (`forwardHeaders`, `tokenExchange`). Repeat.
+        #[arg(long = "header", value_name = "NAME:VALUE")]
+        headers: Vec<String>,
         /// Prints the whole transcript as one JSON object at the end instead of the steps as they happen.
         #[arg(long)]
         json: bool,
@@ -139,7 +143,7 @@ fn dispatch(command: Command) -> Result<u8, CliError> {
         Command::Validate { source } => validate::run(&source.config),
         Command::Tools { source, json } => tools::run(&source.config, json),
         Command::Prompt { request } => prompt::run(&request.into()),
-        Command::Run { request, endpoints, json } => run::run(&request.into(), &endpoints, json),
+        Command::Run { request, endpoints, headers, json } => run::run(&request.into(), &endpoints, &headers, json),
     }
 }
 

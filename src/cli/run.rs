@@ -8,7 +8,7 @@ use super::plugin;
 use super::select::{self, Request};
 use super::transcript::{self, Kind, Step};
 use super::{out, CliError, FAILED};
-use crate::agent::{Agent, Call, CallId, Command, Event, Failure, Reply};
+use crate::agent::{Agent, Call, CallId, ClientHeaders, Command, Event, Failure, Reply};
 use crate::config::Config;
 use crate::redact::redact;
 use crate::tools::Binding;
@@ -18,11 +18,15 @@ use std::rc::Rc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-pub fn run(req: &Request, endpoint_args: &[String], as_json: bool) -> Result<u8, CliError> {
+pub fn run(req: &Request, endpoint_args: &[String], header_args: &[String], as_json: bool) -> Result<u8, CliError> {
     let chosen = req.choose()?;
     let cfg = chosen.config;
     let endpoints = Endpoints::parse(endpoint_args, &cfg)?;
+    let client = client_headers(header_args, &cfg)?;
     let mut driver = Driver::new(Rc::clone(&cfg), endpoints, !as_json);
+    // The client's headers are credentials: masked wherever the transcript could show them.
+    driver.secrets.extend(client.0.iter().flat_map(|(_, v)| [v.clone(), v.trim_start_matches("Bearer ").to_string()]));
+    driver.client_headers = client;
     let reply = driver.drive(&req.client_body(&cfg))?;
     let ms = driver.now();
     let body = driver.redact(&String::from_utf8_lossy(&reply.body));
@@ -105,15 +109,48 @@ impl Endpoints {
     }
 }
 
-/// The LLM's cluster, then every API's, each once.
+/// The LLM's cluster, then every API's and token service's, each once.
 fn needed(cfg: &Config) -> Vec<String> {
     let mut out = vec![cfg.llm.upstream.cluster.clone()];
     for api in &cfg.apis {
-        if !out.contains(&api.upstream.cluster) {
-            out.push(api.upstream.cluster.clone());
+        let exchange = api.identity.token_exchange.as_ref().map(|x| &x.upstream.cluster);
+        for cluster in std::iter::once(&api.upstream.cluster).chain(exchange) {
+            if !out.contains(cluster) {
+                out.push(cluster.clone());
+            }
         }
     }
     out
+}
+
+/// `--header NAME:VALUE`: the client's headers the configuration forwards or exchanges (others are
+/// ignored, with a warning).
+fn client_headers(args: &[String], cfg: &Config) -> Result<ClientHeaders, CliError> {
+    let used = cfg.identity_headers();
+    let mut out = Vec::new();
+    for arg in args {
+        let (name, value) = arg.split_once(':').ok_or_else(|| {
+            CliError::usage(format!("--header '{name}': expected NAME:VALUE", name = first_word(arg)))
+        })?;
+        let name = name.trim().to_ascii_lowercase();
+        if name.is_empty() || !name.bytes().all(crate::config::is_token_byte) {
+            return Err(CliError::usage(format!("--header '{name}': not a valid header name")));
+        }
+        if value.contains(['\r', '\n', '\0']) {
+            return Err(CliError::usage(format!("--header {name}: the value must not contain CR, LF or NUL")));
+        }
+        if !used.contains(&name) {
+            out::error_line(&format!("api-agent: --header {name}: no API of this configuration forwards it"));
+            continue;
+        }
+        out.push((name, value.trim().to_string()));
+    }
+    Ok(ClientHeaders(out))
+}
+
+/// The start of an argument, never its value (which may be a credential).
+fn first_word(arg: &str) -> &str {
+    arg.split([' ', '=']).next().unwrap_or("").get(..40).unwrap_or("")
 }
 
 /// An HTTP exchange in flight: the forwarded first turn, or a callout.
@@ -140,6 +177,8 @@ struct Driver {
     endpoints: Endpoints,
     client: ureq::Agent,
     secrets: Vec<String>,
+    /// The client's headers (`--header`).
+    client_headers: ClientHeaders,
     start: Instant,
     tx: Sender<Done>,
     rx: Receiver<Done>,
@@ -159,6 +198,7 @@ impl Driver {
             endpoints,
             client: http::client(),
             secrets,
+            client_headers: ClientHeaders::default(),
             start: Instant::now(),
             tx,
             rx,
@@ -183,7 +223,9 @@ impl Driver {
 
     /// Runs one request to the agent's reply.
     fn drive(&mut self, body: &[u8]) -> Result<Reply, CliError> {
-        let mut agent = Agent::new(Rc::clone(&self.cfg), select::meta(self.now()));
+        let mut meta = select::meta(self.now());
+        meta.client_headers = self.client_headers.clone();
+        let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         let mut commands = agent.handle(Event::ClientRequest { body }, self.now());
         loop {
             let mut wake = None;
@@ -261,6 +303,8 @@ impl Driver {
         let kind = if cluster == self.cfg.llm.upstream.cluster {
             self.llm_calls += 1;
             Kind::Llm { turn: self.llm_calls }
+        } else if is_exchange(&self.cfg, cluster, &request.url) {
+            Kind::Tool { name: EXCHANGE.to_string() }
         } else {
             let rpc = request.body.as_deref().and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok());
             Kind::Tool { name: tool_name(&self.cfg, cluster, &request.method, &request.url, rpc.as_ref()) }
@@ -313,6 +357,8 @@ impl Driver {
                 let (text, tokens) = transcript::model_output(r.status, &r.body);
                 (Some(r.status), None, text, tokens)
             }
+            // The token service's reply is a credential: only its status is shown.
+            (Ok(r), Kind::Tool { name }) if name == EXCHANGE => (Some(r.status), None, String::new(), None),
             (Ok(r), Kind::Tool { .. }) => (Some(r.status), None, transcript::observation(r.status, &r.body), None),
             (Err(f), _) => (None, Some(self.redact(&f.to_string())), String::new(), None),
         };
@@ -323,6 +369,15 @@ impl Driver {
         }
         self.steps.push(step);
     }
+}
+
+/// How the transcript names a token exchange (`tokenExchange`).
+const EXCHANGE: &str = "(token exchange)";
+
+/// A call to a token service of the configuration.
+fn is_exchange(cfg: &Config, cluster: &str, path: &str) -> bool {
+    let exchanges = cfg.apis.iter().filter_map(|a| a.identity.token_exchange.as_ref());
+    exchanges.into_iter().any(|x| x.upstream.cluster == cluster && x.path == path)
 }
 
 /// What Envoy answers itself when the route's upstream fails: the agent reads it as the LLM's reply.

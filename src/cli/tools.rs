@@ -109,7 +109,26 @@ fn credentials(api: &Api) -> Vec<String> {
             vec![format!("header Authorization: {name} {MASK}"), format!("header {name}: {MASK}")]
         }
     });
-    key.chain(api.headers.iter().map(|(name, _)| format!("header {name}: {MASK}"))).collect()
+    let statics = api.headers.iter().map(|(name, _)| format!("header {name}: {MASK}"));
+    key.chain(statics).chain(identity(api)).collect()
+}
+
+/// The client's identity on the calls: forwarded headers, and the token exchange (without its secret).
+fn identity(api: &Api) -> Vec<String> {
+    let forwarded = api.identity.forward_headers.iter().map(|name| format!("header {name}: the client's"));
+    let exchange = api.identity.token_exchange.iter().map(|x| {
+        let mut what = vec![format!("audience {}", x.audience.as_deref().unwrap_or("(none)"))];
+        what.extend(x.scope.as_ref().map(|s| format!("scope {s}")));
+        what.extend(x.client.as_ref().map(|(id, _)| format!("client {id}:{MASK}")));
+        format!(
+            "header authorization: Bearer (exchanged for the client's '{}' at POST {} on cluster {}; {})",
+            x.subject_header,
+            x.path,
+            x.upstream.cluster,
+            what.join(", ")
+        )
+    });
+    forwarded.chain(exchange).collect()
 }
 
 fn text(g: &Value) -> String {

@@ -3,6 +3,7 @@
 //! catalog.
 
 use super::fields::Fields;
+use super::identity::{parse_identity, Credentials};
 use super::policy;
 use super::refresh::McpSource;
 use super::service::parse_service;
@@ -75,6 +76,8 @@ fn parse_openapi(f: &mut Fields<'_>, i: usize) -> Result<Entry, ConfigError> {
     let mut provider = f.opt_object("apiProvider")?.ok_or_else(|| f.err("apiProvider", "required (or 'mcpServer')"))?;
     let (upstream, api_key, headers) = parse_service(&mut provider)?;
     let max_retries = provider.opt_uint("maxRetries", 0, 10)?.unwrap_or(0) as u32;
+    let creds = Credentials { api_key: api_key.as_ref(), headers: &headers, mcp: false };
+    let identity = parse_identity(&mut provider, &creds)?;
     provider.deny_unknown()?;
     let spec_text = match f.required("api")? {
         Value::String(s) if !s.trim().is_empty() => s.clone(),
@@ -89,7 +92,8 @@ fn parse_openapi(f: &mut Fields<'_>, i: usize) -> Result<Entry, ConfigError> {
     let loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
     let tools = loaded.tools.into_iter().map(Tool::from_openapi).collect();
     let warnings = loaded.warnings.into_iter().map(|w| format!("{api_path}: {w}")).collect();
-    Ok(Entry { api: Api { upstream, api_key, headers, max_retries }, tools, warnings, source: api_path, server: None })
+    let api = Api { upstream, api_key, headers, max_retries, identity };
+    Ok(Entry { api, tools, warnings, source: api_path, server: None })
 }
 
 /// `mcpServer`: the tools of an MCP server, from its pinned `toolsList`.
@@ -106,10 +110,12 @@ fn parse_mcp(f: &mut Fields<'_>, i: usize) -> Result<Entry, ConfigError> {
         return Err(server.err("path", format!("must be a path starting with '/', found '{path}'")));
     }
     let allow = mcp_allow(&mut server)?;
+    let creds = Credentials { api_key: api_key.as_ref(), headers: &headers, mcp: true };
+    let identity = parse_identity(&mut server, &creds)?;
     let list_path = server.child_path("toolsList");
     let list = server.get("toolsList");
     server.deny_unknown()?;
-    let api = Api { upstream, api_key, headers, max_retries: 0 };
+    let api = Api { upstream, api_key, headers, max_retries: 0, identity };
     let pinned = list.is_some();
     let server = McpSource { api: i, path, allow, policy: None, field: list_path, pinned };
     let Some(list) = list else {

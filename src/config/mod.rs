@@ -4,6 +4,7 @@
 mod apis;
 mod error;
 mod fields;
+mod identity;
 mod policy;
 mod refresh;
 mod rules;
@@ -18,7 +19,7 @@ use fields::Fields;
 use serde_json::Value;
 use service::{check_header_text, parse_upstream};
 
-pub use crate::upstream::{Api, ApiKey, Upstream};
+pub use crate::upstream::{Api, ApiKey, Identity, TokenExchange, Upstream};
 pub use error::ConfigError;
 pub use refresh::McpSource;
 pub use rules::{sort_secrets, Matcher, Plugin, RequestKeys, Rule, CONSUMER_HEADER};
@@ -224,6 +225,21 @@ impl Config {
 impl Config {
     /// Every configured secret, as written and as it appears percent-encoded in a query string, for
     /// redaction from logs: `llm.apiKey`, `apiKey` values and static header values.
+    /// The client's request headers that APIs forward or exchange (`forwardHeaders`,
+    /// `tokenExchange.subjectHeader`), lower case, each once.
+    pub fn identity_headers(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for identity in self.apis.iter().map(|a| &a.identity) {
+            let subject = identity.token_exchange.as_ref().map(|x| &x.subject_header);
+            for name in identity.forward_headers.iter().chain(subject) {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+        }
+        names
+    }
+
     pub fn secrets(&self) -> Vec<String> {
         let mut raw: Vec<&str> = self.llm.api_key.iter().map(String::as_str).collect();
         for api in &self.apis {
@@ -232,6 +248,8 @@ impl Config {
                 None => {}
             }
             raw.extend(api.headers.iter().map(|(_, v)| v.as_str()));
+            let exchange = api.identity.token_exchange.as_ref();
+            raw.extend(exchange.and_then(|x| x.client.as_ref()).map(|(_, secret)| secret.as_str()));
         }
         let mut out: Vec<String> = Vec::new();
         for s in raw.into_iter().filter(|s| !s.trim().is_empty()) {

@@ -3,7 +3,7 @@
 //! random source.
 
 use super::port::{Attr, Headers, Port};
-use crate::agent::RequestMeta;
+use crate::agent::{ClientHeaders, RequestMeta};
 use crate::config::{Config, Plugin, RequestKeys, CONSUMER_HEADER};
 use std::rc::Rc;
 
@@ -48,6 +48,22 @@ fn context_headers(port: &impl Port, cfg: &Config) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The client's headers that the configuration's APIs forward or exchange (`forwardHeaders`,
+/// `tokenExchange.subjectHeader`): read once here, the agent's input; the names the request lacks are
+/// absent.
+pub fn client_headers(port: &impl Port, cfg: &Config) -> ClientHeaders {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for name in cfg.identity_headers() {
+        if out.iter().any(|(k, _)| *k == name) {
+            continue;
+        }
+        if let Some(value) = port.header(Headers::Request, &name) {
+            out.push((name, value));
+        }
+    }
+    ClientHeaders(out)
+}
+
 /// What the host knows of a new request: its clock, a number that tells it from the host's other
 /// streams, and whether it can stream live (`RequestMeta::live`).
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +85,7 @@ pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival) -> RequestMeta {
             .header(Headers::Request, "x-api-agent-steps")
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         context_headers: context_headers(port, cfg),
+        client_headers: client_headers(port, cfg),
         live: arrival.live,
         trace: trace_context(port),
     }

@@ -106,12 +106,18 @@ impl Exchange {
         }
         let meta = admit::meta(port, &cfg, arrival());
         self.rid = meta.id.clone();
+        let now_ms = meta.now_ms;
+        for name in cfg.identity_headers() {
+            // The client's identity is for its tools' APIs, never for the LLM.
+            set_header(port, &self.rid, Headers::Request, &name, None);
+        }
         if let Some(key) = &cfg.llm.api_key {
             // The consumer's credentials are for the gateway, never for the provider.
             set_header(port, &self.rid, Headers::Request, "authorization", Some(&format!("Bearer {key}")));
         }
         let mut agent = Agent::new(Rc::clone(&cfg), meta);
         instance.sessions().borrow().seed(&cfg, &mut agent);
+        instance.tokens().borrow_mut().seed(&mut agent, now_ms);
         self.agent = Some(agent);
         set_header(port, &self.rid, Headers::Request, "content-length", None);
         set_header(port, &self.rid, Headers::Request, "accept-encoding", None);
@@ -159,6 +165,7 @@ impl Exchange {
         let commands = agent.handle(event, now_ms);
         if let (Some(cfg), Some(instance)) = (&self.config, &self.instance) {
             instance.sessions().borrow_mut().keep(cfg, agent);
+            instance.tokens().borrow_mut().keep(agent, now_ms);
         }
         Some(commands)
     }

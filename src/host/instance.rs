@@ -1,7 +1,8 @@
 //! One plugin instance: the parsed configuration and what is kept across its requests on purpose
-//! (MCP sessions). A Proxy-Wasm VM has one; the dynamic module one per worker and configuration.
+//! (MCP sessions, exchanged tokens). A Proxy-Wasm VM has one; the dynamic module one per worker and configuration.
 
 use super::sessions::Sessions;
+use super::tokens::TokenCache;
 use crate::config::{Config, Plugin};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -10,11 +11,16 @@ use std::rc::Rc;
 pub struct Instance {
     plugin: RefCell<Rc<Plugin>>,
     sessions: RefCell<Sessions>,
+    tokens: RefCell<TokenCache>,
 }
 
 impl Instance {
     pub fn new(plugin: Plugin) -> Self {
-        Instance { plugin: RefCell::new(Rc::new(plugin)), sessions: RefCell::new(Sessions::default()) }
+        Instance {
+            plugin: RefCell::new(Rc::new(plugin)),
+            sessions: RefCell::new(Sessions::default()),
+            tokens: RefCell::new(TokenCache::default()),
+        }
     }
 
     /// The configuration new requests see (streams running keep the one they started with).
@@ -34,5 +40,10 @@ impl Instance {
 
     pub fn sessions(&self) -> &RefCell<Sessions> {
         &self.sessions
+    }
+
+    /// Tokens exchanged for clients, kept for their next requests.
+    pub fn tokens(&self) -> &RefCell<TokenCache> {
+        &self.tokens
     }
 }

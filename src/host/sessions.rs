@@ -20,11 +20,19 @@ fn key(cfg: &Rc<Config>) -> usize {
     Rc::as_ptr(cfg) as usize
 }
 
+/// The calls of API `api` carry the client's identity: its MCP sessions are the request's own.
+fn carries_identity(cfg: &Config, api: usize) -> bool {
+    cfg.apis.get(api).is_some_and(|a| a.identity != crate::config::Identity::default())
+}
+
 impl Sessions {
     /// Gives a new request's agent the sessions known for its configuration.
     pub fn seed(&self, cfg: &Rc<Config>, agent: &mut Agent) {
         if cfg.tools.iter().any(|t| t.is_mcp()) {
-            agent.set_mcp_sessions(self.0.get(&key(cfg)).cloned().unwrap_or_default());
+            let mut known = self.0.get(&key(cfg)).cloned().unwrap_or_default();
+            // A session opened with one client's identity is not another's.
+            known.retain(|api, _| !carries_identity(cfg, *api));
+            agent.set_mcp_sessions(known);
         }
         if let Some(refused) = self.1.get(&key(cfg)) {
             agent.set_refused_params(refused.clone());
@@ -37,7 +45,13 @@ impl Sessions {
         if !refused.is_empty() && self.1.get(&key(cfg)).is_none_or(|r| r.len() != refused.len()) {
             self.1.insert(key(cfg), refused.to_vec());
         }
-        let now = agent.mcp_sessions();
+        let all = agent.mcp_sessions();
+        let shared = (0..cfg.apis.len()).any(|api| carries_identity(cfg, api)).then(|| {
+            let mut shared = all.clone();
+            shared.retain(|api, _| !carries_identity(cfg, *api));
+            shared
+        });
+        let now = shared.as_ref().unwrap_or(all);
         if now.is_empty() && !self.0.contains_key(&key(cfg)) {
             return;
         }

@@ -3,9 +3,11 @@
 //! with its transcript.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use api_agent::agent::{Agent, Call, Command, Event, Failure, Reply, RequestMeta};
+use api_agent::agent::{Agent, Call, ClientHeaders, Command, Event, Failure, Reply, RequestMeta};
 use api_agent::config::Config;
+use api_agent::host::tokens::TokenCache;
 use serde_json::{json, Value};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::rc::Rc;
@@ -56,6 +58,10 @@ pub struct Harness {
     pub steps: bool,
     /// The request headers `context.headers` names, as the shim reads them.
     pub context_headers: Vec<(String, String)>,
+    /// The client's headers that APIs forward or exchange, as admission reads them.
+    pub client_headers: Vec<(String, String)>,
+    /// The plugin instance's exchanged tokens: seeded into the agent and kept from it, as the host does.
+    pub token_cache: Rc<RefCell<TokenCache>>,
     /// The host streams (the dynamic module): streamed LLM calls get their turn as SSE, in pieces of
     /// `sse_piece` bytes.
     pub live: bool,
@@ -139,6 +145,8 @@ impl Harness {
             seed: 42,
             steps: false,
             context_headers: Vec::new(),
+            client_headers: Vec::new(),
+            token_cache: Rc::new(RefCell::new(TokenCache::default())),
             live: false,
             sse_piece: 16,
             sse_body_left_out: false,
@@ -176,10 +184,12 @@ impl Harness {
             seed: self.seed,
             steps: self.steps,
             context_headers: self.context_headers.clone(),
+            client_headers: ClientHeaders(self.client_headers.clone()),
             live: self.live,
             trace: Vec::new(),
         };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
+        self.token_cache.borrow_mut().seed(&mut agent, START_MS);
         let mut now = START_MS;
         let mut out = Outcome {
             reply: Reply { status: 0, content_type: "", body: Vec::new() },
@@ -211,6 +221,7 @@ impl Harness {
             let mut next = Vec::new();
             let mut live_wake = None;
             for cmd in round {
+                self.token_cache.borrow_mut().keep(&mut agent, now);
                 if let Command::Reply(r) = cmd {
                     assert!(agent.is_done(), "a reply must end the request");
                     assert!(next.is_empty(), "commands beside the reply: {next:?}");

@@ -46,6 +46,7 @@ fn api(key: Option<ApiKey>) -> Api {
         api_key: key,
         headers: vec![("authorization".into(), "Bearer t".into())],
         max_retries: 0,
+        identity: Default::default(),
     }
 }
 

@@ -1,0 +1,272 @@
+//! The client's identity on its tools' calls: the headers an API forwards (`forwardHeaders`) and the
+//! token exchanged for the client's (`tokenExchange`, RFC 8693). A call of an API with an exchange
+//! waits for its token: the exchange is a callout of its own, made before the API's first call in the
+//! request (or not at all when the host seeded a token it kept). The tokens and the client's headers
+//! are credentials: never logged, never in the steps, never sent to the LLM.
+
+use super::protocol::{Call, CallId, ClientHeaders};
+use super::work::ToolCall;
+use crate::config::{Api, TokenExchange};
+use std::collections::BTreeMap;
+
+/// `expires_in` when the token service gives none (seconds).
+const DEFAULT_EXPIRES_S: u64 = 300;
+/// A kept token is used until this long before it expires (seconds).
+const EXPIRY_MARGIN_S: u64 = 30;
+const GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
+
+/// A token this request exchanged, for the host to keep for later requests of the same subject.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Exchanged {
+    pub api: usize,
+    /// `TokenExchange::cache_key` of the subject token, audience and scope.
+    pub key: [u8; 32],
+    pub token: String,
+    /// How long it may be used from now (`expires_in` less a margin).
+    pub ttl_ms: u64,
+}
+
+impl std::fmt::Debug for Exchanged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Exchanged {{ api: {}, ttl_ms: {}, token: **** }}", self.api, self.ttl_ms)
+    }
+}
+
+/// One request's identity: the client's headers and, per API, the token it got (or was refused).
+#[derive(Default)]
+pub struct Identity {
+    client: ClientHeaders,
+    /// `apis[]` index → the exchanged token, or `None`: refused (the API is not called).
+    tokens: BTreeMap<usize, Option<String>>,
+    /// Exchanged by this request, not yet taken by the host.
+    fresh: Vec<Exchanged>,
+}
+
+/// What a tool call of an API may do now.
+pub enum Gate {
+    /// Go, with these headers added.
+    Go(Vec<(String, String)>),
+    /// Wait for the API's exchange, which is under way.
+    Wait,
+    /// Wait for the API's exchange, which must start.
+    Exchange,
+    /// The caller is not authorized: the API is not called.
+    Denied,
+}
+
+impl Identity {
+    pub fn new(client: ClientHeaders) -> Identity {
+        Identity { client, tokens: BTreeMap::new(), fresh: Vec::new() }
+    }
+
+    /// The cache keys of the APIs whose exchange this request would make (`apis[]` index, key).
+    pub fn keys(&self, apis: &[Api]) -> Vec<(usize, [u8; 32])> {
+        let exchanges = apis.iter().enumerate().filter_map(|(i, a)| Some((i, a.identity.token_exchange.as_ref()?)));
+        exchanges.filter_map(|(i, x)| Some((i, x.cache_key(x.subject(&self.client.0)?)))).collect()
+    }
+
+    /// A token the host kept for API `api` and this request's subject.
+    pub fn seed(&mut self, api: usize, token: String) {
+        self.tokens.insert(api, Some(token));
+    }
+
+    /// The tokens exchanged since the last call, for the host to keep.
+    pub fn take_fresh(&mut self) -> Vec<Exchanged> {
+        std::mem::take(&mut self.fresh)
+    }
+
+    /// What a call of API `index` may do, `exchanging`: an exchange for it is under way.
+    pub fn gate(&mut self, apis: &[Api], index: usize, exchanging: bool) -> Gate {
+        let Some(api) = apis.get(index) else {
+            return Gate::Go(Vec::new());
+        };
+        let mut headers = self.forwarded(api);
+        let Some(x) = &api.identity.token_exchange else {
+            return Gate::Go(headers);
+        };
+        match self.tokens.get(&index) {
+            Some(Some(token)) => {
+                headers.push(("authorization".into(), format!("Bearer {token}")));
+                Gate::Go(headers)
+            }
+            Some(None) => Gate::Denied,
+            None if exchanging => Gate::Wait,
+            None if x.subject(&self.client.0).is_none() => {
+                log::info!("apis[{index}]: the client sent no '{}': its tools are not called", x.subject_header);
+                self.tokens.insert(index, None);
+                Gate::Denied
+            }
+            None => Gate::Exchange,
+        }
+    }
+
+    /// The client's values of the headers API `api` forwards (a header the client did not send is
+    /// absent).
+    fn forwarded(&self, api: &Api) -> Vec<(String, String)> {
+        let names = &api.identity.forward_headers;
+        self.client.0.iter().filter(|(k, _)| names.contains(k)).cloned().collect()
+    }
+
+    /// The token exchange for API `index`, under `id` (none if it has no exchange or no subject).
+    pub fn exchange_call(&self, apis: &[Api], index: usize, id: CallId, timeout_ms: u64) -> Option<Call> {
+        let x = apis.get(index)?.identity.token_exchange.as_ref()?;
+        let subject = x.subject(&self.client.0)?;
+        Some(exchange_request(x, subject, id, timeout_ms))
+    }
+
+    /// The token service's answer for API `index`: the token, kept for this request and offered to
+    /// the host; `None`: refused (the API's calls are not made).
+    pub fn answered(&mut self, apis: &[Api], index: usize, token: Option<Granted>) {
+        let Some(granted) = token else {
+            self.tokens.insert(index, None);
+            return;
+        };
+        let x = apis.get(index).and_then(|a| a.identity.token_exchange.as_ref());
+        let key = x.and_then(|x| Some(x.cache_key(x.subject(&self.client.0)?)));
+        let ttl_s = granted.expires_s.unwrap_or(DEFAULT_EXPIRES_S).saturating_sub(EXPIRY_MARGIN_S);
+        if let (Some(key), true) = (key, ttl_s > 0) {
+            let token = granted.token.clone();
+            self.fresh.push(Exchanged { api: index, key, token, ttl_ms: ttl_s * 1000 });
+        }
+        self.tokens.insert(index, Some(granted.token));
+    }
+}
+
+/// A token the token service issued.
+pub struct Granted {
+    pub token: String,
+    pub expires_s: Option<u64>,
+}
+
+/// The RFC 8693 request: a form-encoded POST, with the client's credentials as HTTP Basic.
+fn exchange_request(x: &TokenExchange, subject: &str, id: CallId, timeout_ms: u64) -> Call {
+    let enc = crate::openapi::call::encode_query;
+    let mut form = format!("grant_type={}&subject_token={}", enc(GRANT), enc(subject));
+    form.push_str(&format!("&subject_token_type={}", enc(ACCESS_TOKEN)));
+    for (key, value) in [("audience", &x.audience), ("scope", &x.scope)] {
+        if let Some(v) = value {
+            form.push_str(&format!("&{key}={}", enc(v)));
+        }
+    }
+    let mut headers = vec![
+        ("content-type".to_string(), "application/x-www-form-urlencoded".to_string()),
+        ("accept".to_string(), "application/json".to_string()),
+        ("accept-encoding".to_string(), "identity".to_string()),
+    ];
+    if let Some((client_id, secret)) = &x.client {
+        let pair = format!("{}:{}", enc(client_id), enc(secret));
+        headers.push(("authorization".to_string(), format!("Basic {}", base64(pair.as_bytes()))));
+    }
+    Call {
+        id,
+        cluster: x.upstream.cluster.clone(),
+        method: "POST",
+        path: x.path.clone(),
+        authority: x.upstream.authority_or_service(),
+        headers,
+        body: Some(form.into_bytes()),
+        timeout_ms,
+        stream: false,
+    }
+}
+
+/// What the token service's reply means: a token, or why there is none (a short reason that quotes
+/// no credential: the status and the `error` code).
+pub fn read_reply(status: u16, body: &[u8]) -> Result<Granted, String> {
+    let json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    if !(200..300).contains(&status) {
+        let code = json.get("error").and_then(|e| e.as_str()).unwrap_or("");
+        let code: String = code.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(40).collect();
+        return Err(if code.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status} {code}") });
+    }
+    let token = json.get("access_token").and_then(|t| t.as_str()).map(str::trim).unwrap_or("");
+    if token.is_empty() || token.contains(['\r', '\n', '\0']) {
+        return Err(format!("HTTP {status} without a usable access_token"));
+    }
+    let expires_s = json.get("expires_in").and_then(|e| e.as_u64().or_else(|| e.as_str()?.parse().ok()));
+    Ok(Granted { token: token.to_string(), expires_s })
+}
+
+/// What the model is told of a call its caller may not make.
+pub fn not_authorized(tool: &str) -> String {
+    format!(
+        "The caller is not authorized to use '{tool}': the gateway could not obtain the caller's credentials \
+         for its API. Do not retry it; tell the user that they are not authorized for this."
+    )
+}
+
+/// Tool calls waiting for their API's token, and the exchanges of one batch.
+#[derive(Debug, Default)]
+pub struct Pending {
+    /// Exchanges in flight: call id → (`apis[]` index, retries sent).
+    pub calls: BTreeMap<CallId, (usize, u32)>,
+    /// Exchanges waiting for their backoff: (due, `apis[]` index, retries sent).
+    pub delayed: Vec<(u64, usize, u32)>,
+    /// Tool calls waiting: (`apis[]` index, call id, call).
+    pub parked: Vec<(usize, CallId, ToolCall)>,
+}
+
+impl Pending {
+    /// An exchange for API `api` is in flight or waits for its retry.
+    pub fn exchanging(&self, api: usize) -> bool {
+        self.calls.values().any(|(a, _)| *a == api) || self.delayed.iter().any(|(_, a, _)| *a == api)
+    }
+
+    /// The parked calls of API `api`, taken out.
+    pub fn unpark(&mut self, api: usize) -> Vec<(CallId, ToolCall)> {
+        let (mine, rest): (Vec<_>, Vec<_>) = self.parked.drain(..).partition(|(a, _, _)| *a == api);
+        self.parked = rest;
+        mine.into_iter().map(|(_, id, call)| (id, call)).collect()
+    }
+
+    /// The delayed exchanges due at `now_ms`, taken out: (`apis[]` index, retries sent).
+    pub fn due(&mut self, now_ms: u64) -> Vec<(usize, u32)> {
+        let (due, later): (Vec<_>, Vec<_>) = self.delayed.drain(..).partition(|(d, _, _)| *d <= now_ms);
+        self.delayed = later;
+        due.into_iter().map(|(_, api, n)| (api, n)).collect()
+    }
+
+    pub fn next_due(&self) -> Option<u64> {
+        self.delayed.iter().map(|(d, _, _)| *d).min()
+    }
+}
+
+/// Standard base64 with padding (RFC 4648 §4), for HTTP Basic credentials.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_pads_as_rfc_4648() {
+        for (raw, enc) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg==")] {
+            assert_eq!(base64(raw.as_bytes()), enc);
+        }
+        assert_eq!(base64(b"agent:s3cr%2Ft"), "YWdlbnQ6czNjciUyRnQ=");
+    }
+
+    #[test]
+    fn replies_read_without_quoting_credentials() {
+        let ok = read_reply(200, br#"{"access_token":"abc","expires_in":"60"}"#).map(|g| (g.token, g.expires_s));
+        assert_eq!(ok.ok(), Some(("abc".to_string(), Some(60))));
+        let refused = read_reply(400, br#"{"error":"invalid_grant","error_description":"token eyJ..."}"#);
+        assert_eq!(refused.err().as_deref(), Some("HTTP 400 invalid_grant"));
+        assert!(read_reply(200, b"{}").is_err());
+    }
+}

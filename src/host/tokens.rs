@@ -1,0 +1,109 @@
+//! Tokens exchanged for clients (RFC 8693), kept by the plugin instance across requests so that one
+//! client's requests do not each call the token service. Keyed by a SHA-256 of (subject token,
+//! audience, scope): a token is only ever found with the same subject token, and no raw token is a
+//! key. Each is kept until its `expires_in` less 30 s; at most `capacity` are kept, the least recently
+//! used going first. Seeded into each request's agent and filled from what it exchanged, like MCP
+//! sessions (`sessions.rs`).
+
+use crate::agent::Agent;
+use std::collections::BTreeMap;
+
+/// How many tokens an instance keeps.
+pub const CAPACITY: usize = 1024;
+
+type Key = [u8; 32];
+
+struct Entry {
+    token: String,
+    /// Host clock (ms) from which it is no longer used.
+    expires_ms: u64,
+    /// When it was last used (a counter), for the least recently used.
+    used: u64,
+}
+
+pub struct TokenCache {
+    entries: BTreeMap<Key, Entry>,
+    /// `used` → key: the least recently used first.
+    order: BTreeMap<u64, Key>,
+    tick: u64,
+    capacity: usize,
+}
+
+impl std::fmt::Debug for TokenCache {
+    /// The number of tokens, never a token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TokenCache({} of {})", self.entries.len(), self.capacity)
+    }
+}
+
+impl Default for TokenCache {
+    fn default() -> Self {
+        TokenCache::new(CAPACITY)
+    }
+}
+
+impl TokenCache {
+    pub fn new(capacity: usize) -> Self {
+        TokenCache { entries: BTreeMap::new(), order: BTreeMap::new(), tick: 0, capacity: capacity.max(1) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The token kept under `key`, if it has not expired at `now_ms` (an expired one is dropped).
+    pub fn get(&mut self, key: &Key, now_ms: u64) -> Option<String> {
+        let expired = self.entries.get(key).map(|e| e.expires_ms <= now_ms)?;
+        if expired {
+            self.remove(key);
+            return None;
+        }
+        self.tick += 1;
+        let tick = self.tick;
+        let entry = self.entries.get_mut(key)?;
+        self.order.remove(&entry.used);
+        entry.used = tick;
+        self.order.insert(tick, *key);
+        Some(entry.token.clone())
+    }
+
+    /// Keeps `token` under `key` until `expires_ms`; the least recently used goes when full.
+    pub fn put(&mut self, key: Key, token: String, expires_ms: u64) {
+        self.remove(&key);
+        while self.entries.len() >= self.capacity {
+            let Some((_, oldest)) = self.order.pop_first() else {
+                break;
+            };
+            self.entries.remove(&oldest);
+        }
+        self.tick += 1;
+        self.order.insert(self.tick, key);
+        self.entries.insert(key, Entry { token, expires_ms, used: self.tick });
+    }
+
+    fn remove(&mut self, key: &Key) {
+        if let Some(old) = self.entries.remove(key) {
+            self.order.remove(&old.used);
+        }
+    }
+
+    /// Gives a new request's agent the tokens kept for its client's subject tokens.
+    pub fn seed(&mut self, agent: &mut Agent, now_ms: u64) {
+        for (api, key) in agent.token_keys() {
+            if let Some(token) = self.get(&key, now_ms) {
+                agent.seed_token(api, token);
+            }
+        }
+    }
+
+    /// Keeps the tokens the agent exchanged since the last call.
+    pub fn keep(&mut self, agent: &mut Agent, now_ms: u64) {
+        for x in agent.take_exchanged() {
+            self.put(x.key, x.token, now_ms.saturating_add(x.ttl_ms));
+        }
+    }
+}
