@@ -15,9 +15,14 @@ pub fn is_agent_request(port: &impl Port, end_of_stream: bool) -> bool {
     let method = port.header(Headers::Request, ":method").unwrap_or_default();
     let path = port.header(Headers::Request, ":path").unwrap_or_default();
     let path = path.split('?').next().unwrap_or("");
-    let content_type = port.header(Headers::Request, "content-type").unwrap_or_default().to_ascii_lowercase();
-    let json = content_type.is_empty() || content_type.contains("json");
+    let content_type = port.header(Headers::Request, "content-type").unwrap_or_default();
+    let json = content_type.is_empty() || mentions_json(&content_type);
     method == "POST" && path.ends_with("/chat/completions") && json
+}
+
+/// Whether a content type names JSON, in any case (without a lower-cased copy).
+pub fn mentions_json(content_type: &str) -> bool {
+    content_type.as_bytes().windows(4).any(|w| w.eq_ignore_ascii_case(b"json"))
 }
 
 /// The configuration for this request: the global one, or the first rule that matches.
@@ -80,4 +85,19 @@ pub fn not_ready(port: &impl Port) {
     let body = crate::openai::answer::error(message, "api_error", "tools_not_ready").to_string();
     let headers = [("content-type", crate::openai::answer::JSON), ("retry-after", "1")];
     port.local_reply(503, &headers, body.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions_json;
+
+    #[test]
+    fn json_is_found_in_any_case() {
+        for ct in ["application/json", "Application/JSON; charset=utf-8", "application/vnd.api+Json"] {
+            assert!(mentions_json(ct), "{ct}");
+        }
+        for ct in ["text/plain", "jso", "", "application/js on"] {
+            assert!(!mentions_json(ct), "{ct}");
+        }
+    }
 }
