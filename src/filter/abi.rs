@@ -282,12 +282,12 @@ pub fn http_call(cluster: &str, headers: &[(&str, &str)], body: Option<&[u8]>, t
     Ok(token)
 }
 
-/// A property of the stream (e.g. `["xds", "route_name"]`); `None` when the host has none.
-pub fn get_property(path: &[&str]) -> HostResult<Option<Vec<u8>>> {
-    let key = path.join("\0");
+/// A property of the stream by its encoded path (segments joined by NUL, e.g. `"xds\0route_name"`,
+/// written once as a constant); `None` when the host has none.
+pub fn get_property(path: &str) -> HostResult<Option<Vec<u8>>> {
     let (mut data, mut size) = (null_mut(), 0);
     // SAFETY: as in `get_buffer`.
-    match unsafe { proxy_get_property(key.as_ptr(), key.len(), &mut data, &mut size) } {
+    match unsafe { proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut size) } {
         OK => Ok(Some(unsafe { owned(data, size) })),
         NOT_FOUND => Ok(None),
         s => Err(Status(s)),

@@ -29,8 +29,8 @@ pub fn header(map: Map, name: &str) -> Option<String> {
 }
 
 /// A property by its Higress name, or by the name Envoy 1.40 fills (`route_name` comes back empty
-/// there; `xds.route_name` works).
-fn property(higress: &[&str], envoy: &[&str]) -> Option<String> {
+/// there; `xds.route_name` works). Paths are the ABI's encoding (segments joined by NUL), made once.
+fn property(higress: &str, envoy: &str) -> Option<String> {
     [higress, envoy]
         .iter()
         .filter_map(|p| abi::get_property(p).ok().flatten())
@@ -53,8 +53,8 @@ impl Port for Current {
 
     fn attribute(&self, attr: Attr) -> Option<String> {
         match attr {
-            Attr::RouteName => property(&["route_name"], &["xds", "route_name"]),
-            Attr::ClusterName => property(&["cluster_name"], &["xds", "cluster_name"]),
+            Attr::RouteName => property("route_name", "xds\0route_name"),
+            Attr::ClusterName => property("cluster_name", "xds\0cluster_name"),
         }
     }
 
