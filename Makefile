@@ -189,3 +189,9 @@ smoke-llm: $(VENV)/.ok
 	@[ -f $(WASM) ] || $(MAKE) build
 	LLM_VENV=$(LLM_VENV) smoke/setup-llm.sh
 	$(PY) smoke/llm.py --envoy $(ENVOY_ABS) --wasm $(abspath $(WASM)) --llm-python $(LLM_VENV)/bin/python
+
+# The hot path's deterministic costs (tests/hot_path.rs, also run by `make unit`): host calls,
+# allocations and bytes per agent request, by mode, loop and catalog size, against recorded ceilings.
+.PHONY: hot-path
+hot-path:
+	cargo test --test hot_path -- --nocapture

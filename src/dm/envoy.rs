@@ -152,7 +152,7 @@ impl Envoy {
                 null_mut(),
             )
         };
-        (ok && !out.ptr.is_null()).then(|| String::from_utf8_lossy(&out.to_vec()).into_owned())
+        (ok && !out.ptr.is_null()).then(|| String::from_utf8_lossy(out.bytes()).into_owned())
     }
 
     /// Sets a header, or removes it (`None`). False if Envoy has no such map now.
@@ -179,20 +179,30 @@ impl Envoy {
         }
     }
 
-    /// The bytes of one body buffer (empty when Envoy has none now).
-    pub fn body(self, which: Body) -> Vec<u8> {
+    /// Appends the bytes of one body buffer to `out` (nothing when Envoy has none now): the chunks
+    /// are copied once, straight into the buffer the agent reads.
+    pub fn body_into(self, which: Body, out: &mut Vec<u8>) {
         // SAFETY: valid filter pointer; the vector has room for every chunk Envoy reports.
         unsafe {
             let n = envoy_dynamic_module_callback_http_get_body_chunks_size(self.0, which as u32);
             if n == 0 {
-                return Vec::new();
+                return;
             }
             let mut chunks = vec![EnvoyBuffer::EMPTY; n];
             if !envoy_dynamic_module_callback_http_get_body_chunks(self.0, which as u32, chunks.as_mut_ptr()) {
-                return Vec::new();
+                return;
             }
-            concat(&chunks)
+            out.reserve(chunks.iter().map(|c| c.length).sum());
+            for c in &chunks {
+                out.extend_from_slice(c.bytes());
+            }
         }
+    }
+
+    /// The size of one body buffer (0 when Envoy has none now).
+    pub fn body_size(self, which: Body) -> usize {
+        // SAFETY: valid filter pointer.
+        unsafe { envoy_dynamic_module_callback_http_get_body_size(self.0, which as u32) }
     }
 
     /// Empties one body buffer; false when Envoy has none now.
@@ -311,7 +321,7 @@ impl Envoy {
         let mut out = EnvoyBuffer::EMPTY;
         // SAFETY: valid filter pointer; `out` is written by Envoy.
         let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_string(self.0, id as u32, &mut out) };
-        ok.then(|| String::from_utf8_lossy(&out.to_vec()).into_owned())
+        ok.then(|| String::from_utf8_lossy(out.bytes()).into_owned())
     }
 
     pub fn attribute_int(self, id: Attribute) -> Option<u64> {
@@ -323,8 +333,13 @@ impl Envoy {
 
     /// Adds `value` to a counter, or records it in a histogram, defined by the stream's configuration.
     pub fn metric(self, histogram: bool, id: usize, label_values: &[&str], value: u64) {
-        let mut values = labels(label_values);
-        let (ptr, n) = (values.as_mut_ptr(), values.len());
+        // The catalogue's metrics have at most two labels: no allocation per update.
+        let mut values = [ModuleBuffer::null(); 4];
+        let n = label_values.len().min(values.len());
+        for (slot, v) in values.iter_mut().zip(label_values) {
+            *slot = ModuleBuffer::of(v.as_bytes());
+        }
+        let ptr = values.as_mut_ptr();
         // SAFETY: valid filter pointer; the label buffers outlive the call.
         unsafe {
             if histogram {

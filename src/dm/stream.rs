@@ -205,10 +205,14 @@ impl Stream {
 
     // --- the agent ------------------------------------------------------------------------------
 
+    /// The whole body, copied once: the buffered chunks, then (in a body hook) the one handed over.
     fn whole_body(&self, received: Body, buffered: Body) -> Vec<u8> {
-        let mut body = self.envoy.body(buffered);
-        if self.hook.is_body() {
-            body.extend(self.envoy.body(received));
+        let in_hook = self.hook.is_body();
+        let size = self.envoy.body_size(buffered) + if in_hook { self.envoy.body_size(received) } else { 0 };
+        let mut body = Vec::with_capacity(size);
+        self.envoy.body_into(buffered, &mut body);
+        if in_hook {
+            self.envoy.body_into(received, &mut body);
         }
         body
     }

@@ -142,15 +142,22 @@ unsafe fn owned(data: *mut u8, size: usize) -> Vec<u8> {
     if data.is_null() {
         return Vec::new();
     }
-    // SAFETY: allocated by `proxy_on_memory_allocate` as a boxed slice of exactly `size` bytes.
+    // SAFETY: allocated by `proxy_on_memory_allocate` with capacity exactly `size`, and every byte
+    // written by the host before it handed the pointer back.
     unsafe { Vec::from_raw_parts(data, size, size) }
 }
 
 /// Memory the host asks for, to copy buffers and maps into; handed back to us by the calls above.
+/// Not zeroed: the host writes every byte before the call that asked for it returns, and each
+/// buffer the host hands over (bodies, header maps) would otherwise be written twice.
 #[no_mangle]
 pub extern "C" fn proxy_on_memory_allocate(size: usize) -> *mut u8 {
-    let mut v: Vec<u8> = vec![0; size];
-    v.shrink_to_fit();
+    let mut v: Vec<u8> = Vec::with_capacity(size);
+    if v.capacity() != size {
+        // `owned` rebuilds the vector with capacity `size`: never hand out any other allocation.
+        v = vec![0; size];
+        v.shrink_to_fit();
+    }
     let p = v.as_mut_ptr();
     std::mem::forget(v);
     p
@@ -204,8 +211,9 @@ pub fn set_buffer(kind: Buffer, size: usize, value: &[u8]) -> HostResult<()> {
     check(unsafe { proxy_set_buffer_bytes(kind as u32, 0, size, value.as_ptr(), value.len()) })
 }
 
-/// Every header of a map, names and values as bytes.
-pub fn get_headers(map: Map) -> HostResult<Vec<(Vec<u8>, Vec<u8>)>> {
+/// Every header of a map as text (non-UTF-8 bytes replaced), names in lower case: each name and
+/// value copied once, straight out of the host's buffer.
+pub fn get_headers(map: Map) -> HostResult<Vec<(String, String)>> {
     let (mut data, mut size) = (null_mut(), 0);
     // SAFETY: as in `get_buffer`.
     let bytes = match unsafe { proxy_get_header_map_pairs(map as u32, &mut data, &mut size) } {
@@ -213,7 +221,13 @@ pub fn get_headers(map: Map) -> HostResult<Vec<(Vec<u8>, Vec<u8>)>> {
         NOT_FOUND => return Ok(Vec::new()),
         s => return Err(Status(s)),
     };
-    Ok(decode_pairs(&bytes).unwrap_or_default())
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Ok(decode_pairs_with(&bytes, |k, v| {
+        let mut name = text(k);
+        name.make_ascii_lowercase();
+        (name, text(v))
+    })
+    .unwrap_or_default())
 }
 
 pub fn get_header(map: Map, name: &str) -> HostResult<Option<Vec<u8>>> {
@@ -269,12 +283,12 @@ pub fn http_call(cluster: &str, headers: &[(&str, &str)], body: Option<&[u8]>, t
     Ok(token)
 }
 
-/// A property of the stream (e.g. `["xds", "route_name"]`); `None` when the host has none.
-pub fn get_property(path: &[&str]) -> HostResult<Option<Vec<u8>>> {
-    let key = path.join("\0");
+/// A property of the stream by its encoded path (segments joined by NUL, e.g. `"xds\0route_name"`,
+/// written once as a constant); `None` when the host has none.
+pub fn get_property(path: &str) -> HostResult<Option<Vec<u8>>> {
     let (mut data, mut size) = (null_mut(), 0);
     // SAFETY: as in `get_buffer`.
-    match unsafe { proxy_get_property(key.as_ptr(), key.len(), &mut data, &mut size) } {
+    match unsafe { proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut size) } {
         OK => Ok(Some(unsafe { owned(data, size) })),
         NOT_FOUND => Ok(None),
         s => Err(Status(s)),
@@ -311,8 +325,9 @@ pub fn encode_pairs(pairs: &[(&str, &str)]) -> Vec<u8> {
     out
 }
 
-/// The inverse of `encode_pairs`; `None` for a malformed buffer (never a panic).
-pub fn decode_pairs(b: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+/// The inverse of `encode_pairs`, each pair made by `pair` from the bytes in place; `None` for a
+/// malformed buffer (never a panic).
+fn decode_pairs_with<T>(b: &[u8], mut pair: impl FnMut(&[u8], &[u8]) -> T) -> Option<Vec<T>> {
     let word = |at: usize| -> Option<usize> {
         let w: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
         Some(u32::from_le_bytes(w) as usize)
@@ -325,11 +340,11 @@ pub fn decode_pairs(b: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut p = 4usize.checked_add(n.checked_mul(8)?)?;
     for i in 0..n {
         let (kl, vl) = (word(4 + i * 8)?, word(8 + i * 8)?);
-        let k = b.get(p..p.checked_add(kl)?)?.to_vec();
+        let k = b.get(p..p.checked_add(kl)?)?;
         p = p.checked_add(kl + 1)?;
-        let v = b.get(p..p.checked_add(vl)?)?.to_vec();
+        let v = b.get(p..p.checked_add(vl)?)?;
         p = p.checked_add(vl + 1)?;
-        out.push((k, v));
+        out.push(pair(k, v));
     }
     Some(out)
 }

@@ -36,11 +36,7 @@ pub struct CallData {
 
 impl CallData {
     pub fn read(token: u32, body_size: usize) -> CallData {
-        let pairs = abi::get_headers(Map::CallResponseHeaders).unwrap_or_default();
-        let headers = pairs
-            .into_iter()
-            .map(|(k, v)| (String::from_utf8_lossy(&k).to_ascii_lowercase(), String::from_utf8_lossy(&v).into_owned()))
-            .collect();
+        let headers = abi::get_headers(Map::CallResponseHeaders).unwrap_or_default();
         let (status, headers) = calls::split_status(headers);
         let body = abi::get_buffer(Buffer::CallResponseBody, body_size).unwrap_or_default();
         CallData { token, status, headers, body }

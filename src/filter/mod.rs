@@ -275,6 +275,16 @@ fn closed_meanwhile(id: u32) -> bool {
     VM.with(|vm| matches!(vm.borrow().streams.get(&id), Some(Slot::Busy { closed: true, .. })))
 }
 
+/// What `with_stream` does once a callback returned.
+enum After {
+    /// Callout replies came meanwhile: handle them, then look again.
+    Replies(Vec<CallData>),
+    /// The context is back in the table.
+    Back,
+    /// The host closed the stream meanwhile.
+    Closed,
+}
+
 /// Runs `f` on stream `id`'s context with no borrow of the table held, then the callout replies that
 /// came in meanwhile; puts the context back unless the host closed the stream. `None`: no such
 /// context, or one of its callbacks is already running (a re-entrant call, which is logged).
@@ -297,40 +307,50 @@ fn with_stream<R>(id: u32, f: impl FnOnce(&mut Http) -> R) -> Option<R> {
         return None;
     };
     let result = f(&mut h);
+    let mut held = Some(h);
     loop {
-        let replies = VM.with(|vm| match vm.borrow_mut().streams.get_mut(&id) {
-            Some(Slot::Busy { replies, closed: false }) => std::mem::take(replies),
-            _ => Vec::new(),
+        // Usually one borrow: nothing came meanwhile and the stream is open, so the context goes back
+        // (with its wake-up) at once.
+        let next = VM.with(|vm| {
+            let mut vm = vm.borrow_mut();
+            let Vm { streams, timers, .. } = &mut *vm;
+            let Some(slot) = streams.get_mut(&id) else { return After::Closed };
+            match slot {
+                Slot::Busy { closed: true, .. } => return After::Closed,
+                Slot::Busy { replies, .. } if !replies.is_empty() => return After::Replies(std::mem::take(replies)),
+                _ => {}
+            }
+            let Some(h) = held.take() else { return After::Closed };
+            match h.wake_at() {
+                Some(at) => timers.insert(id, at),
+                None => timers.remove(&id),
+            };
+            *slot = Slot::Here(h);
+            After::Back
         });
-        if replies.is_empty() {
-            break;
-        }
-        for r in replies {
-            h.on_call_response(r);
+        match next {
+            After::Replies(replies) => {
+                if let Some(h) = held.as_mut() {
+                    for r in replies {
+                        h.on_call_response(r);
+                    }
+                }
+            }
+            After::Back => break,
+            After::Closed => {
+                // Reported outside of any borrow: reporting makes host calls.
+                if let Some(mut h) = held.take() {
+                    h.on_closed();
+                }
+                VM.with(|vm| {
+                    let mut vm = vm.borrow_mut();
+                    vm.timers.remove(&id);
+                    vm.streams.remove(&id);
+                });
+                break;
+            }
         }
     }
-    let wake = h.wake_at();
-    let closed = VM.with(|vm| matches!(vm.borrow().streams.get(&id), Some(Slot::Busy { closed: true, .. }) | None));
-    if closed {
-        // Reported outside of any borrow: reporting makes host calls.
-        h.on_closed();
-    }
-    VM.with(|vm| {
-        let mut vm = vm.borrow_mut();
-        match (closed, wake) {
-            (false, Some(at)) => {
-                vm.timers.insert(id, at);
-            }
-            _ => {
-                vm.timers.remove(&id);
-            }
-        }
-        if closed {
-            vm.streams.remove(&id);
-        } else {
-            vm.streams.insert(id, Slot::Here(h));
-        }
-    });
     sync_tick(Some(id));
     Some(result)
 }

@@ -31,8 +31,8 @@ pub fn header(map: Map, name: &str) -> Option<String> {
 }
 
 /// A property by its Higress name, or by the name Envoy 1.40 fills (`route_name` comes back empty
-/// there; `xds.route_name` works).
-fn property(higress: &[&str], envoy: &[&str]) -> Option<String> {
+/// there; `xds.route_name` works). Paths are the ABI's encoding (segments joined by NUL), made once.
+fn property(higress: &str, envoy: &str) -> Option<String> {
     [higress, envoy]
         .iter()
         .filter_map(|p| abi::get_property(p).ok().flatten())
@@ -55,8 +55,8 @@ impl Port for Current {
 
     fn attribute(&self, attr: Attr) -> Option<String> {
         match attr {
-            Attr::RouteName => property(&["route_name"], &["xds", "route_name"]),
-            Attr::ClusterName => property(&["cluster_name"], &["xds", "cluster_name"]),
+            Attr::RouteName => property("route_name", "xds\0route_name"),
+            Attr::ClusterName => property("cluster_name", "xds\0cluster_name"),
         }
     }
 
@@ -79,10 +79,14 @@ impl Port for Current {
 }
 
 /// Envoy's Wasm stats carry no labels: each label value is a segment of the name
-/// (`api_agent.requests.mode.react.outcome.answered`), defined on first use and kept by name.
+/// (`api_agent.requests.mode.react.outcome.answered`), defined on first use. Each id is kept by metric
+/// and label values, so that an update after the first looks its id up without making the name.
 #[derive(Default)]
 pub struct Stats {
-    ids: RefCell<BTreeMap<String, u32>>,
+    /// Per catalogue metric: the label values (joined by NUL, which no value holds) → Envoy's id.
+    ids: RefCell<[BTreeMap<String, u32>; CATALOGUE.len()]>,
+    /// The lookup key being built (kept: no allocation per update).
+    key: RefCell<String>,
 }
 
 impl Stats {
@@ -92,7 +96,19 @@ impl Stats {
     }
 
     fn id(&self, metric: usize, labels: &[&str]) -> Option<u32> {
-        let m = &CATALOGUE[metric];
+        let m = CATALOGUE.get(metric)?;
+        let (Ok(mut key), Ok(mut ids)) = (self.key.try_borrow_mut(), self.ids.try_borrow_mut()) else {
+            return None;
+        };
+        let ids = ids.get_mut(metric)?;
+        key.clear();
+        for value in labels.iter().take(m.labels.len()) {
+            key.push_str(value);
+            key.push('\0');
+        }
+        if let Some(id) = ids.get(key.as_str()) {
+            return Some(*id);
+        }
         let mut name = format!("api_agent.{}", m.name);
         for (label, value) in m.labels.iter().zip(labels) {
             name.push('.');
@@ -100,13 +116,10 @@ impl Stats {
             name.push('.');
             name.push_str(value);
         }
-        if let Some(id) = self.ids.borrow().get(&name) {
-            return Some(*id);
-        }
         let kind = if m.kind == Kind::Counter { Metric::Counter } else { Metric::Histogram };
         match abi::define_metric(kind, &name) {
             Ok(id) => {
-                self.ids.borrow_mut().insert(name, id);
+                ids.insert(key.clone(), id);
                 Some(id)
             }
             Err(s) => {

@@ -15,9 +15,14 @@ pub fn is_agent_request(port: &impl Port, end_of_stream: bool) -> bool {
     let method = port.header(Headers::Request, ":method").unwrap_or_default();
     let path = port.header(Headers::Request, ":path").unwrap_or_default();
     let path = path.split('?').next().unwrap_or("");
-    let content_type = port.header(Headers::Request, "content-type").unwrap_or_default().to_ascii_lowercase();
-    let json = content_type.is_empty() || content_type.contains("json");
+    let content_type = port.header(Headers::Request, "content-type").unwrap_or_default();
+    let json = content_type.is_empty() || mentions_json(&content_type);
     method == "POST" && path.ends_with("/chat/completions") && json
+}
+
+/// Whether a content type names JSON, in any case (without a lower-cased copy).
+pub fn mentions_json(content_type: &str) -> bool {
+    content_type.as_bytes().windows(4).any(|w| w.eq_ignore_ascii_case(b"json"))
 }
 
 /// The configuration for this request: the global one, or the first rule that matches.
@@ -91,22 +96,29 @@ pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival) -> RequestMeta {
     }
 }
 
-/// The trace headers callouts carry, as the client (or Envoy's tracer) set them on the request.
-const TRACE_HEADERS: [&str; 9] = [
-    "traceparent",
-    "tracestate",
-    "x-request-id",
-    "b3",
-    "x-b3-traceid",
-    "x-b3-spanid",
-    "x-b3-parentspanid",
-    "x-b3-sampled",
-    "x-b3-flags",
+/// The trace headers callouts carry, as the client (or Envoy's tracer) set them on the request: each
+/// family read only when its first header is there, so a request without trace context costs four
+/// header reads.
+const TRACE_FAMILIES: [(&str, &[&str]); 4] = [
+    ("traceparent", &["tracestate"]),
+    ("x-request-id", &[]),
+    ("b3", &[]),
+    ("x-b3-traceid", &["x-b3-spanid", "x-b3-parentspanid", "x-b3-sampled", "x-b3-flags"]),
 ];
 
 /// The request's trace context: only what is there (none is invented).
 fn trace_context(port: &impl Port) -> Vec<(String, String)> {
-    TRACE_HEADERS.iter().filter_map(|name| port.header(Headers::Request, name).map(|v| (name.to_string(), v))).collect()
+    let mut out = Vec::new();
+    for (first, rest) in TRACE_FAMILIES {
+        let Some(v) = port.header(Headers::Request, first) else { continue };
+        out.push((first.to_string(), v));
+        for name in rest {
+            if let Some(v) = port.header(Headers::Request, name) {
+                out.push((name.to_string(), v));
+            }
+        }
+    }
+    out
 }
 
 /// Every tool source of the configuration is an MCP server not listed yet: a 503 the client can retry.
@@ -116,4 +128,19 @@ pub fn not_ready(port: &impl Port) {
     let body = crate::openai::answer::error(message, "api_error", "tools_not_ready").to_string();
     let headers = [("content-type", crate::openai::answer::JSON), ("retry-after", "1")];
     port.local_reply(503, &headers, body.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions_json;
+
+    #[test]
+    fn json_is_found_in_any_case() {
+        for ct in ["application/json", "Application/JSON; charset=utf-8", "application/vnd.api+Json"] {
+            assert!(mentions_json(ct), "{ct}");
+        }
+        for ct in ["text/plain", "jso", "", "application/js on"] {
+            assert!(!mentions_json(ct), "{ct}");
+        }
+    }
 }

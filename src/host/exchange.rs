@@ -145,8 +145,8 @@ impl Exchange {
         }
         let code: u16 = status.parse().unwrap_or(0);
         let ok = (200..300).contains(&code);
-        let content_type = port.header(Headers::Response, "content-type").unwrap_or_default().to_ascii_lowercase();
-        if !ok && content_type.contains("json") && !holds_headers {
+        let content_type = port.header(Headers::Response, "content-type").unwrap_or_default();
+        if !ok && admit::mentions_json(&content_type) && !holds_headers {
             // The provider's own JSON error: the client sees it as it is.
             log::info!("#{} upstream LLM answered {status}; passed through", self.rid);
             self.agent = None;

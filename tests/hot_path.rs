@@ -1,0 +1,408 @@
+//! The per-request cost of the hot path, counted (never timed): one agent request driven through the
+//! host-neutral layer (`host::Exchange`, `host::feed`) by a counting host, as both shims drive it, with
+//! a counting global allocator. Every figure is deterministic; each is checked against a ceiling
+//! recorded in `CEILINGS`, so a change that adds host calls or allocations to a request fails here
+//! instead of going unnoticed in a benchmark. `cargo test --test hot_path -- --nocapture` prints the
+//! table (BENCHMARKS.md, "Where a request goes").
+//!
+//! What is counted:
+//! - host calls: every call the layer makes through `Port` (header reads and writes, attributes, local
+//!   replies), `Host` (forward, dispatch, reply, clock) and `MetricSink` (one per metric update). Each
+//!   shim turns one of these into one ABI call (Proxy-Wasm: plus one `proxy_on_memory_allocate` for a
+//!   value it returns); the shims' own calls (reading bodies, callout replies) are fixed per event
+//!   and listed in BENCHMARKS.md.
+//! - allocations and bytes allocated inside the layer and the agent (the fake host's own inputs are
+//!   made before the request starts; what a `Port` returns is the port's contract and is counted).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use api_agent::agent::{Call, CallId, Event, Failure, Reply};
+use api_agent::config::Plugin;
+use api_agent::host::admit::Arrival;
+use api_agent::host::metrics::{MetricSink, Metrics, CATALOGUE};
+use api_agent::host::{feed, Attr, Exchange, Head, Headers, Host, Instance, Port, Start};
+use serde_json::json;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+// ---------------------------------------------------------------- counting allocator
+
+struct Counting;
+
+thread_local! {
+    /// Counting is on for this thread (tests run on several threads at once).
+    static ON: Cell<bool> = const { Cell::new(false) };
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    static BYTES: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note(bytes: usize) {
+    let _ = ON.try_with(|on| {
+        if on.get() {
+            let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
+            let _ = BYTES.try_with(|b| b.set(b.get() + bytes as u64));
+        }
+    });
+}
+
+// SAFETY: every call is passed to the system allocator unchanged; only counted on the way.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: the caller's layout, as GlobalAlloc requires.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Runs `f` with allocations counted (not inlined: `valgrind --tool=callgrind
+/// --toggle-collect='*hot_path::counted*'` counts the instructions of the request alone).
+#[inline(never)]
+fn counted<R>(f: impl FnOnce() -> R) -> R {
+    ON.with(|on| on.set(true));
+    let r = f();
+    ON.with(|on| on.set(false));
+    r
+}
+
+// ---------------------------------------------------------------- counting host
+
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+struct Calls {
+    header_reads: u32,
+    header_writes: u32,
+    attributes: u32,
+    local_replies: u32,
+    forwards: u32,
+    dispatches: u32,
+    replies: u32,
+    clock: u32,
+    metrics: u32,
+    /// Summary fields handed to Envoy (filter state / dynamic metadata): one host call each.
+    summary: u32,
+}
+
+impl Calls {
+    fn total(&self) -> u32 {
+        self.header_reads
+            + self.header_writes
+            + self.attributes
+            + self.local_replies
+            + self.forwards
+            + self.dispatches
+            + self.replies
+            + self.clock
+            + self.metrics
+            + self.summary
+    }
+}
+
+#[derive(Default)]
+struct Counter(Cell<Calls>);
+
+impl Counter {
+    fn bump(&self, f: impl FnOnce(&mut Calls)) {
+        let mut c = self.0.get();
+        f(&mut c);
+        self.0.set(c);
+    }
+}
+
+/// The stream's headers, as Envoy would hand them.
+struct FakePort<'a> {
+    calls: &'a Counter,
+    request: Vec<(&'static str, &'static str)>,
+    response: Vec<(&'static str, &'static str)>,
+}
+
+impl Port for FakePort<'_> {
+    fn header(&self, map: Headers, name: &str) -> Option<String> {
+        self.calls.bump(|c| c.header_reads += 1);
+        let m = if map == Headers::Request { &self.request } else { &self.response };
+        m.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_string())
+    }
+    fn set_header(&self, _map: Headers, _name: &str, _value: Option<&str>) -> bool {
+        self.calls.bump(|c| c.header_writes += 1);
+        true
+    }
+    fn attribute(&self, _attr: Attr) -> Option<String> {
+        self.calls.bump(|c| c.attributes += 1);
+        None
+    }
+    fn local_reply(&self, _status: u16, _headers: &[(&str, &str)], _body: &[u8]) {
+        self.calls.bump(|c| c.local_replies += 1);
+    }
+    fn set_summary(&self, fields: &[(&'static str, api_agent::agent::summary::Value)]) {
+        let n = u32::try_from(fields.len()).unwrap();
+        self.calls.bump(|c| c.summary += n);
+    }
+}
+
+impl MetricSink for Counter {
+    type Id = usize;
+    fn add(&self, _id: usize, _labels: &[&str], _by: u64) {
+        self.bump(|c| c.metrics += 1);
+    }
+    fn record(&self, _id: usize, _labels: &[&str], _value: u64) {
+        self.bump(|c| c.metrics += 1);
+    }
+}
+
+struct FakeHost<'a> {
+    calls: &'a Counter,
+    ex: Exchange,
+    sent: Vec<CallId>,
+    replied: Option<u16>,
+    forwarded: usize,
+}
+
+impl Host for FakeHost<'_> {
+    type Action = bool;
+    fn holding(&self) -> bool {
+        false
+    }
+    fn passing(&self) -> bool {
+        true
+    }
+    fn forward(&mut self, body: &[u8]) -> bool {
+        self.calls.bump(|c| c.forwards += 1);
+        self.forwarded = body.len();
+        true
+    }
+    fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
+        self.calls.bump(|c| c.dispatches += 1);
+        self.sent.push(call.id);
+        Ok(())
+    }
+    fn reply(&mut self, reply: Reply) -> bool {
+        self.calls.bump(|c| c.replies += 1);
+        self.replied = Some(reply.status);
+        true
+    }
+    fn exchange(&mut self) -> &mut Exchange {
+        &mut self.ex
+    }
+    fn now_ms(&self) -> u64 {
+        self.calls.bump(|c| c.clock += 1);
+        1_000
+    }
+}
+
+// ---------------------------------------------------------------- the request
+
+/// The bench's shape (`../shared/bench`): `n` operations, the tool last.
+fn spec(n: usize) -> String {
+    let mut paths = String::new();
+    for i in 1..n {
+        paths.push_str(&format!(
+            "  /catalog/item{i:03}:\n    get:\n      operationId: lookupItem{i:03}\n      summary: Look up records in catalogue {i:03}\n      parameters:\n        - {{name: id, in: query, required: true, schema: {{type: string}}}}\n"
+        ));
+    }
+    paths.push_str("  /v3/weather/now:\n    get:\n      operationId: get_weather_now\n      summary: Current weather\n      parameters:\n        - {name: location, in: query, required: true, schema: {type: string}}\n");
+    format!("openapi: 3.0.0\ninfo: {{title: bench, version: '1'}}\nservers: [{{url: 'http://weather.local'}}]\npaths:\n{paths}")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Proxy-Wasm: never live; in the response loop the client has the headers before the answer.
+    Wasm,
+    /// The dynamic module: live streaming declared; the held response's headers are still ours.
+    Module,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    shape: Shape,
+    mode: &'static str,
+    request_loop: bool,
+    ops: usize,
+}
+
+impl Case {
+    fn name(&self) -> String {
+        let loop_name = if self.request_loop { "request" } else { "response" };
+        format!("{:?} {} loop:{} {} op(s)", self.shape, self.mode, loop_name, self.ops)
+    }
+}
+
+fn completion(message: serde_json::Value) -> Vec<u8> {
+    json!({"id": "x", "object": "chat.completion", "created": 1, "model": "bench-model",
+           "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+           "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    .to_string()
+    .into_bytes()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cost {
+    calls: Calls,
+    allocs: u64,
+    bytes: u64,
+}
+
+/// One agent request (one tool call, then the answer), as the shims drive the layer.
+fn run(case: Case) -> Cost {
+    let config = json!({
+        "mode": case.mode,
+        "loop": if case.request_loop { "request" } else { "response" },
+        "llm": {"apiKey": "sk-bench", "serviceName": "llm.dns", "servicePort": 18001, "domain": "llm.local",
+                "path": "/v1/chat/completions", "model": "bench-model", "maxIterations": 3,
+                "maxExecutionTime": 30000, "maxTokens": 256},
+        "apis": [{"apiProvider": {"serviceName": "weather.dns", "servicePort": 18002, "domain": "weather.local",
+                                  "apiKey": {"in": "query", "name": "key", "value": "bench-key"}},
+                  "api": spec(case.ops)}]
+    });
+    let plugin = Plugin::from_slice(config.to_string().as_bytes()).unwrap();
+    let instance = Rc::new(Instance::new(plugin));
+    let counter = Counter::default();
+    let metrics: Metrics<usize> = Metrics::define(|m| CATALOGUE.iter().position(|c| c.name == m.name));
+    let port = FakePort {
+        calls: &counter,
+        request: vec![
+            (":method", "POST"),
+            (":path", "/v1/chat/completions"),
+            (":authority", "agent.local"),
+            ("content-type", "application/json"),
+            ("authorization", "Bearer sk-client"),
+        ],
+        response: vec![(":status", "200"), ("content-type", "application/json")],
+    };
+    let request =
+        json!({"model": "bench-model", "messages": [{"role": "user", "content": "What is the weather in Jinan?"}]})
+            .to_string()
+            .into_bytes();
+    let tool_turn = if case.mode == "native" {
+        completion(json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "get_weather_now", "arguments": "{\"location\": \"Jinan\"}"}}]}))
+    } else {
+        completion(json!({"role": "assistant",
+            "content": "Thought: I need the weather.\nAction: get_weather_now\nAction Input: {\"location\": \"Jinan\"}"}))
+    };
+    let final_turn =
+        completion(json!({"role": "assistant", "content": "Thought: done\nFinal Answer: It is 21 C in Jinan."}));
+    let tool_reply = br#"{"temp": 21, "text": "sunny", "marker": "BENCH-MARKER"}"#.to_vec();
+    let reply_headers = vec![("content-type".to_string(), "application/json".to_string())];
+    let live = case.shape == Shape::Module;
+    let headers_sent = case.shape == Shape::Wasm;
+    let request_loop = case.request_loop;
+    let mut host =
+        FakeHost { calls: &counter, ex: Exchange::new(Some(instance)), sent: Vec::new(), replied: None, forwarded: 0 };
+    let on = |host: &mut FakeHost<'_>, id: CallId, body: &[u8]| {
+        feed(host, Event::CallReply { id, status: 200, headers: &reply_headers, body })
+    };
+
+    ALLOCS.with(|a| a.set(0));
+    BYTES.with(|b| b.set(0));
+    counted(|| {
+        let start = host.ex.start(&port, false, || Arrival { now_ns: 1_000_000_000, seq: 7, live });
+        assert_eq!(start, Start::Run, "{}", case.name());
+        feed(&mut host, Event::ClientRequest { body: &request });
+        if request_loop {
+            // Every turn is a callout.
+            let llm = *host.sent.last().unwrap();
+            on(&mut host, llm, &tool_turn);
+        } else {
+            assert!(host.forwarded > 0, "{}", case.name());
+            let head = host.ex.response_head(&port, false, case.shape == Shape::Module);
+            assert!(matches!(head, Head::Hold { status: 200, .. }), "{}: {head:?}", case.name());
+            feed(&mut host, Event::UpstreamReply { status: 200, body: &tool_turn, headers_sent });
+        }
+        let tool = *host.sent.last().unwrap();
+        on(&mut host, tool, &tool_reply);
+        let llm = *host.sent.last().unwrap();
+        on(&mut host, llm, &final_turn);
+        assert_eq!(host.replied, Some(200), "{}", case.name());
+        let status = (case.shape == Shape::Module).then_some(200);
+        host.ex.report(&port, &metrics, &counter, status, 1_000);
+    });
+    Cost { calls: counter.0.get(), allocs: ALLOCS.with(Cell::get), bytes: BYTES.with(Cell::get) }
+}
+
+fn cases() -> Vec<Case> {
+    let mut all = Vec::new();
+    for shape in [Shape::Wasm, Shape::Module] {
+        for mode in ["react", "native"] {
+            for request_loop in [false, true] {
+                // Native tool calling allows 128 tools (OpenAI's limit).
+                for ops in [1, if mode == "native" { 128 } else { 200 }] {
+                    all.push(Case { shape, mode, request_loop, ops });
+                }
+            }
+        }
+    }
+    all
+}
+
+/// Recorded ceilings: (case name, host calls, allocations, bytes allocated), as measured at the commit
+/// that recorded them (BENCHMARKS.md). Every figure is deterministic: a request that needs more is a
+/// change to the hot path, to be made on purpose (raise the ceiling with the reason in the commit);
+/// lower them when it gets cheaper (the test prints the figures).
+const CEILINGS: &[(&str, u32, u64, u64)] = &[
+    ("Wasm react loop:response 1 op(s)", 38, 202, 21_134),
+    ("Wasm react loop:response 200 op(s)", 38, 202, 132_731),
+    ("Wasm react loop:request 1 op(s)", 37, 229, 25_645),
+    ("Wasm react loop:request 200 op(s)", 37, 229, 211_640),
+    ("Wasm native loop:response 1 op(s)", 38, 210, 18_057),
+    ("Wasm native loop:response 128 op(s)", 38, 210, 91_209),
+    ("Wasm native loop:request 1 op(s)", 37, 237, 20_362),
+    ("Wasm native loop:request 128 op(s)", 37, 237, 142_282),
+    ("Module react loop:response 1 op(s)", 38, 202, 21_134),
+    ("Module react loop:response 200 op(s)", 38, 202, 132_731),
+    ("Module react loop:request 1 op(s)", 37, 229, 25_645),
+    ("Module react loop:request 200 op(s)", 37, 229, 211_640),
+    ("Module native loop:response 1 op(s)", 38, 210, 18_057),
+    ("Module native loop:response 128 op(s)", 38, 210, 91_209),
+    ("Module native loop:request 1 op(s)", 37, 237, 20_362),
+    ("Module native loop:request 128 op(s)", 37, 237, 142_282),
+];
+
+#[test]
+fn one_request_stays_within_its_recorded_costs() {
+    // HOT_PATH_CASE=text: only the cases whose name holds it, without the ceilings (for profiling).
+    let only = std::env::var("HOT_PATH_CASE").ok();
+    let results = RefCell::new(Vec::new());
+    for case in cases().into_iter().filter(|c| only.as_ref().is_none_or(|o| c.name().contains(o.as_str()))) {
+        let cost = run(case);
+        results.borrow_mut().push((case.name(), cost));
+    }
+    let results = results.into_inner();
+    println!("{:<44} {:>5} {:>7} {:>9}  calls by kind", "case", "calls", "allocs", "bytes");
+    for (name, c) in &results {
+        println!("{name:<44} {:>5} {:>7} {:>9}  {:?}", c.calls.total(), c.allocs, c.bytes, c.calls);
+    }
+    if only.is_some() {
+        return;
+    }
+    let mut over = Vec::new();
+    for (name, c) in &results {
+        let Some((_, calls, allocs, bytes)) = CEILINGS.iter().find(|(n, ..)| n == name) else {
+            over.push(format!("{name}: no ceiling recorded"));
+            continue;
+        };
+        if c.calls.total() > *calls || c.allocs > *allocs || c.bytes > *bytes {
+            over.push(format!(
+                "{name}: {} calls (ceiling {calls}), {} allocations (ceiling {allocs}), {} bytes (ceiling {bytes})",
+                c.calls.total(),
+                c.allocs,
+                c.bytes
+            ));
+        }
+    }
+    assert!(over.is_empty(), "the hot path got dearer:\n{}", over.join("\n"));
+}
