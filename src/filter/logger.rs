@@ -28,8 +28,14 @@ pub fn read_level() {
     log::set_max_level(level);
 }
 
-pub fn set_secrets(secrets: Vec<String>) {
-    SECRETS.with(|s| *s.borrow_mut() = secrets);
+/// Secrets of every configuration this VM has loaded (several root contexts may share it): masking one
+/// of a replaced configuration costs nothing.
+pub fn add_secrets(mut more: Vec<String>) {
+    SECRETS.with(|s| {
+        let mut s = s.borrow_mut();
+        s.append(&mut more);
+        crate::config::sort_secrets(&mut s);
+    });
 }
 
 impl log::Log for HostLogger {

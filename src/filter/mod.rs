@@ -42,25 +42,30 @@ enum Slot {
     },
 }
 
+/// One root context: a filter configuration of this VM (several may share a `vm_id`), with its
+/// plugin instance once configured, and the tick period set on it (ms; 0: none).
+#[derive(Default)]
+struct RootCtx {
+    instance: Option<Rc<Instance>>,
+    ticking: u32,
+}
+
 #[derive(Default)]
 struct Vm {
-    root_id: u32,
-    instance: Option<Rc<Instance>>,
+    roots: BTreeMap<u32, RootCtx>,
     streams: BTreeMap<u32, Slot>,
     /// Callout tokens → the stream that made the call.
     callouts: BTreeMap<u32, u32>,
     /// Streams waiting for a wake-up, and when (host milliseconds).
     timers: BTreeMap<u32, u64>,
-    /// The tick period set (ms; 0: none).
-    ticking: u32,
 }
 
 thread_local! {
     static VM: RefCell<Vm> = RefCell::new(Vm::default());
     /// The metrics (apart from `VM`: recording them makes host calls but never re-enters).
     static STATS: (Metrics<usize>, Stats) = (Stats::catalogue(), Stats::default());
-    /// MCP discovery of the plugin instance (its callouts never call back from inside the call).
-    static LISTINGS: RefCell<Listings> = RefCell::new(Listings::default());
+    /// MCP discovery of each root's plugin instance (its callouts never call back from inside the call).
+    static LISTINGS: RefCell<BTreeMap<u32, Listings>> = const { RefCell::new(BTreeMap::new()) };
 }
 
 /// Runs `f` with the metric catalogue and the stats it records into.
@@ -68,16 +73,23 @@ fn with_metrics<R>(f: impl FnOnce(&Metrics<usize>, &Stats) -> R) -> R {
     STATS.with(|(metrics, stats)| f(metrics, stats))
 }
 
-/// The instance's MCP listings, with what they need of the root context.
-fn discovery(f: impl FnOnce(&mut Listings, &Root<'_>, &Instance)) {
-    let Some(instance) = VM.with(|vm| vm.borrow().instance.clone()) else { return };
+/// Root `root`'s MCP listings, with what they need of the root context.
+fn discovery(root: u32, f: impl FnOnce(&mut Listings, &Root<'_>, &Instance)) {
+    let Some(instance) = VM.with(|vm| vm.borrow().roots.get(&root).and_then(|r| r.instance.clone())) else {
+        return;
+    };
     with_metrics(|metrics, stats| {
-        LISTINGS.with(|l| f(&mut l.borrow_mut(), &Root { stats, metrics }, &instance));
+        LISTINGS.with(|l| {
+            if let Some(listings) = l.borrow_mut().get_mut(&root) {
+                f(listings, &Root { stats, metrics }, &instance);
+            }
+        });
     });
 }
 
-fn discovery_any() -> bool {
-    LISTINGS.with(|l| l.borrow().any())
+/// Whether root `root` lists MCP servers (it then ticks, slowly).
+fn lists_servers(root: u32) -> bool {
+    LISTINGS.with(|l| l.borrow().get(&root).is_some_and(Listings::any))
 }
 
 #[cfg(target_os = "wasi")]
@@ -104,10 +116,11 @@ pub extern "C" fn proxy_on_context_create(id: u32, root_id: u32) {
     VM.with(|vm| {
         let mut vm = vm.borrow_mut();
         if root_id == 0 {
-            vm.root_id = id;
+            vm.roots.entry(id).or_default();
         } else {
-            let http = Box::new(Http::new(id, vm.instance.clone()));
-            vm.streams.insert(id, Slot::Here(http));
+            // The stream's own configuration: the root context it was created for.
+            let instance = vm.roots.get(&root_id).and_then(|r| r.instance.clone());
+            vm.streams.insert(id, Slot::Here(Box::new(Http::new(id, instance))));
         }
     });
 }
@@ -120,19 +133,19 @@ pub extern "C" fn proxy_on_vm_start(_id: u32, _size: usize) -> u32 {
 }
 
 #[no_mangle]
-pub extern "C" fn proxy_on_configure(_id: u32, _size: usize) -> u32 {
+pub extern "C" fn proxy_on_configure(root_id: u32, _size: usize) -> u32 {
     let bytes = abi::get_buffer(abi::Buffer::PluginConfiguration, usize::MAX).unwrap_or_default();
     match Plugin::from_slice(&bytes) {
         Ok(plugin) => {
-            logger::set_secrets(plugin.secrets());
+            logger::add_secrets(plugin.secrets());
             let (warnings, lines) = plugin.startup_lines();
             warnings.iter().for_each(|w| log::warn!("{w}"));
             lines.iter().for_each(|l| log::info!("{l}"));
             // A new instance: the old configurations' sessions and listings are no longer reachable.
             let instance = Rc::new(Instance::new(plugin));
-            LISTINGS.with(|l| *l.borrow_mut() = Listings::new(&instance, now_ms()));
-            VM.with(|vm| vm.borrow_mut().instance = Some(instance));
-            discovery(|l, root, instance| l.tick(root, instance));
+            LISTINGS.with(|l| l.borrow_mut().insert(root_id, Listings::new(&instance, now_ms())));
+            VM.with(|vm| vm.borrow_mut().roots.entry(root_id).or_default().instance = Some(instance));
+            discovery(root_id, |l, root, instance| l.tick(root, instance));
             sync_tick(None);
             1
         }
@@ -176,10 +189,10 @@ pub extern "C" fn proxy_on_response_trailers(id: u32, _n: usize) -> u32 {
 /// Envoy calls this on the root context: the stream is found by the callout's token.
 #[no_mangle]
 pub extern "C" fn proxy_on_http_call_response(root_id: u32, token: u32, _headers: usize, body_size: usize, _t: usize) {
-    if LISTINGS.with(|l| l.borrow().owns(u64::from(token))) {
+    if LISTINGS.with(|l| l.borrow().get(&root_id).is_some_and(|l| l.owns(u64::from(token)))) {
         let data = CallData::read(token, body_size);
         let reply = data.status.map(|s| (s, data.headers.as_slice(), data.body.as_slice()));
-        discovery(|l, root, instance| l.on_reply(u64::from(token), reply, root, instance));
+        discovery(root_id, |l, root, instance| l.on_reply(u64::from(token), reply, root, instance));
         sync_tick(None);
         return;
     }
@@ -226,7 +239,7 @@ pub extern "C" fn proxy_on_tick(root_id: u32) {
         }
     }
     let _ = abi::set_effective_context(root_id);
-    discovery(|l, root, instance| l.tick(root, instance));
+    discovery(root_id, |l, root, instance| l.tick(root, instance));
     sync_tick(None);
 }
 
@@ -243,8 +256,11 @@ pub extern "C" fn proxy_on_done(id: u32) -> u32 {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_delete(id: u32) {
+    // A root context (a removed filter configuration) takes its instance and listings with it.
+    LISTINGS.with(|l| l.borrow_mut().remove(&id));
     let gone = VM.with(|vm| {
         let mut vm = vm.borrow_mut();
+        vm.roots.remove(&id);
         vm.timers.remove(&id);
         vm.callouts.retain(|_, stream| *stream != id);
         match vm.streams.get_mut(&id) {
@@ -355,27 +371,37 @@ fn with_stream<R>(id: u32, f: impl FnOnce(&mut Http) -> R) -> Option<R> {
     Some(result)
 }
 
-/// Ticks run often while some stream waits for a wake-up, slowly while MCP servers are listed, else
-/// not at all. The period is the root context's: it is set with the root as the effective context.
+/// Ticks run often while some stream waits for a wake-up (on the first root context: any root's tick
+/// wakes every due stream), slowly on each root that lists MCP servers, else not at all. A period is a
+/// root context's: it is set with that root as the effective context.
 fn sync_tick(current: Option<u32>) {
-    let (timers, ticking, root) = VM.with(|vm| {
+    let (timers, roots) = VM.with(|vm| {
         let vm = vm.borrow();
-        (!vm.timers.is_empty(), vm.ticking, vm.root_id)
+        (!vm.timers.is_empty(), vm.roots.iter().map(|(id, r)| (*id, r.ticking)).collect::<Vec<_>>())
     });
-    let period = match (timers, discovery_any()) {
-        (true, _) => TICK_MS,
-        (false, true) => DISCOVERY_TICK_MS,
-        (false, false) => 0,
-    };
-    if period == ticking {
-        return;
+    let first = roots.first().map(|(id, _)| *id);
+    let mut changed = false;
+    for (root, ticking) in roots {
+        let period = match (timers && Some(root) == first, lists_servers(root)) {
+            (true, _) => TICK_MS,
+            (false, true) => DISCOVERY_TICK_MS,
+            (false, false) => 0,
+        };
+        if period == ticking {
+            continue;
+        }
+        changed = true;
+        let _ = abi::set_effective_context(root);
+        match abi::set_tick_period_ms(period) {
+            Ok(()) => VM.with(|vm| {
+                if let Some(r) = vm.borrow_mut().roots.get_mut(&root) {
+                    r.ticking = period;
+                }
+            }),
+            Err(s) => log::error!("setting the tick period to {period} ms failed: {s:?}"),
+        }
     }
-    let _ = abi::set_effective_context(root);
-    match abi::set_tick_period_ms(period) {
-        Ok(()) => VM.with(|vm| vm.borrow_mut().ticking = period),
-        Err(s) => log::error!("setting the tick period to {period} ms failed: {s:?}"),
-    }
-    if let Some(id) = current {
+    if let (true, Some(id)) = (changed, current) {
         let _ = abi::set_effective_context(id);
     }
 }
