@@ -211,25 +211,25 @@ impl Convo {
     /// filter's instructions to the model.
     pub fn limit_answer(&self, cfg: &Config) -> Next {
         let max = cfg.llm.max_iterations;
-        let last = truncate(self.last_observation.trim(), 500);
-        let content = match (cfg.template.chinese, last.is_empty()) {
-            (true, false) => format!("未能完成：在得到最终答案之前已达到 {max} 次工具调用的上限。最后一次结果：{last}"),
-            (true, true) => format!("未能完成：在得到最终答案之前已达到 {max} 次工具调用的上限。"),
-            (false, false) => format!("I could not finish: the limit of {max} tool calls was reached before a final answer. The last result was: {last}"),
-            (false, true) => format!("I could not finish: the limit of {max} tool calls was reached before a final answer."),
-        };
-        Next::Answer { content, finish_reason: FinishReason::Length }
+        let zh = format!("在得到最终答案之前已达到 {max} 次工具调用的上限");
+        self.unfinished(cfg, &zh, &format!("the limit of {max} tool calls was reached before a final answer"))
     }
 
     /// The answer when the request's token budget is spent and the model still wants tools: as at the
     /// iteration limit, the last tool result.
     pub fn budget_answer(&self, cfg: &Config, budget: u64) -> Next {
+        let zh = format!("在得到最终答案之前已用完 {budget} 个令牌的预算");
+        self.unfinished(cfg, &zh, &format!("the budget of {budget} tokens was spent before a final answer"))
+    }
+
+    /// "I could not finish: `why`", in the prompt's language, with the last tool result if any.
+    fn unfinished(&self, cfg: &Config, why_zh: &str, why_en: &str) -> Next {
         let last = truncate(self.last_observation.trim(), 500);
         let content = match (cfg.template.chinese, last.is_empty()) {
-            (true, false) => format!("未能完成：在得到最终答案之前已用完 {budget} 个令牌的预算。最后一次结果：{last}"),
-            (true, true) => format!("未能完成：在得到最终答案之前已用完 {budget} 个令牌的预算。"),
-            (false, false) => format!("I could not finish: the budget of {budget} tokens was spent before a final answer. The last result was: {last}"),
-            (false, true) => format!("I could not finish: the budget of {budget} tokens was spent before a final answer."),
+            (true, false) => format!("未能完成：{why_zh}。最后一次结果：{last}"),
+            (true, true) => format!("未能完成：{why_zh}。"),
+            (false, false) => format!("I could not finish: {why_en}. The last result was: {last}"),
+            (false, true) => format!("I could not finish: {why_en}."),
         };
         Next::Answer { content, finish_reason: FinishReason::Length }
     }
