@@ -85,6 +85,7 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
         steps: false,
         context_headers: Vec::new(),
         live: false,
+        api: Default::default(),
     };
     let mut agent = Agent::new(Rc::clone(cfg), meta);
     let mut turn = turns.iter();

@@ -309,6 +309,7 @@ fn an_early_wake_up_keeps_the_retry_waiting() {
         steps: false,
         context_headers: Vec::new(),
         live: false,
+        api: Default::default(),
     };
     let mut agent = Agent::new(cfg, meta);
     let cmds = agent.handle(Event::ClientRequest { body: user("Pets?").to_string().as_bytes() }, 1000);
@@ -333,6 +334,7 @@ fn the_report_carries_the_status_envoy_itself_sent() {
         steps: false,
         context_headers: Vec::new(),
         live: false,
+        api: Default::default(),
     };
     let body = user("Pets?").to_string();
     // Still waiting for the LLM when Envoy answered 502 on its own: that is what the client got.

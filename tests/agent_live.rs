@@ -176,6 +176,7 @@ fn a_failed_call_after_relayed_text_is_not_retried() {
         steps: false,
         context_headers: Vec::new(),
         live: true,
+        api: Default::default(),
     };
     let mut agent = api_agent::agent::Agent::new(cfg, meta);
     let cmds = agent.handle(

@@ -317,6 +317,7 @@ fn core_first_request(mode: Mode, question: &str, stream: bool) -> Vec<u8> {
         steps: false,
         context_headers: Vec::new(),
         live: false,
+        api: Default::default(),
     };
     let mut agent = Agent::new(Rc::new(cfg), meta);
     let mut body = json!({"messages": [{"role": "user", "content": question}], "model": "demo-react-model"});

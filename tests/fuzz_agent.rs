@@ -159,6 +159,7 @@ fn drive(cfg: Rc<Config>, stream: bool, live: bool, answers: &[Answer], steps: &
         steps: seed % 3 == 0,
         context_headers: Vec::new(),
         live,
+        api: Default::default(),
     };
     let mut agent = Agent::new(Rc::clone(&cfg), meta);
     let body = json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "List pets"}]});

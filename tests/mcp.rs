@@ -365,6 +365,7 @@ mod shared_sessions {
             steps: false,
             context_headers: Vec::new(),
             live: false,
+            api: Default::default(),
         };
         let mut a = Agent::new(cfg, meta);
         a.set_mcp_sessions(sessions);

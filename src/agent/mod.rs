@@ -25,10 +25,11 @@ mod report;
 mod retry;
 mod steps;
 mod tool_phase;
+mod wire;
 mod work;
 
 pub use error::{AgentError, ErrorCode};
-pub use protocol::{Call, CallId, Command, Event, Failure, Reply, RequestMeta};
+pub use protocol::{Api, Call, CallId, Command, Event, Failure, Reply, RequestMeta};
 pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 
 use crate::config::Config;

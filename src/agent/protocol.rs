@@ -18,6 +18,18 @@ pub struct RequestMeta {
     /// The host can stream callouts and answer the client while calls are pending (the dynamic
     /// module): a streaming client gets its answer live (`agent::live`).
     pub live: bool,
+    /// The API the client spoke, which the answer's format follows.
+    pub api: Api,
+}
+
+/// The API of the client's request, known from its path (`host::admit`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Api {
+    /// `…/chat/completions`.
+    #[default]
+    ChatCompletions,
+    /// `…/responses` (or `responses.path`): translated into chat completions for the model.
+    Responses,
 }
 
 /// Minted by the agent for every callout; the host maps its own tokens to these.

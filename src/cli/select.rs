@@ -124,5 +124,6 @@ pub fn meta(now_ms: u64) -> RequestMeta {
         steps: false,
         context_headers: Vec::new(),
         live: false,
+        api: Default::default(),
     }
 }

@@ -3,21 +3,36 @@
 //! random source.
 
 use super::port::{Attr, Headers, Port};
-use crate::agent::RequestMeta;
+use crate::agent::{Api, RequestMeta};
 use crate::config::{Config, Plugin, RequestKeys, CONSUMER_HEADER};
 use std::rc::Rc;
 
-/// Whether this request is one the agent takes: a chat-completions POST with a body.
-pub fn is_agent_request(port: &impl Port, end_of_stream: bool) -> bool {
+/// Whether this request may be one the agent takes: a JSON POST with a body. `Some`: its path,
+/// without the query, for `api_of` once the configuration is known.
+pub fn candidate(port: &impl Port, end_of_stream: bool) -> Option<String> {
     if end_of_stream {
-        return false;
+        return None;
     }
     let method = port.header(Headers::Request, ":method").unwrap_or_default();
-    let path = port.header(Headers::Request, ":path").unwrap_or_default();
-    let path = path.split('?').next().unwrap_or("");
     let content_type = port.header(Headers::Request, "content-type").unwrap_or_default().to_ascii_lowercase();
     let json = content_type.is_empty() || content_type.contains("json");
-    method == "POST" && path.ends_with("/chat/completions") && json
+    if method != "POST" || !json {
+        return None;
+    }
+    let path = port.header(Headers::Request, ":path").unwrap_or_default();
+    Some(path.split('?').next().unwrap_or("").to_string())
+}
+
+/// The API a path speaks, if the agent takes it: chat completions, or the Responses API at
+/// `responses.path` (a path ending in `/responses` by default).
+pub fn api_of(path: &str, cfg: &Config) -> Option<Api> {
+    if path.ends_with("/chat/completions") {
+        Some(Api::ChatCompletions)
+    } else if path.ends_with(cfg.responses_path.as_deref().unwrap_or("/responses")) {
+        Some(Api::Responses)
+    } else {
+        None
+    }
 }
 
 /// The configuration for this request: the global one, or the first rule that matches.
@@ -58,7 +73,7 @@ pub struct Arrival {
 }
 
 /// The agent's inputs for this request.
-pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival) -> RequestMeta {
+pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival, api: Api) -> RequestMeta {
     let now_ms = arrival.now_ns / 1_000_000;
     RequestMeta {
         id: format!("{now_ms:x}{:04x}", arrival.seq & 0xffff),
@@ -70,6 +85,7 @@ pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival) -> RequestMeta {
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         context_headers: context_headers(port, cfg),
         live: arrival.live,
+        api,
     }
 }
 

@@ -59,6 +59,8 @@ pub struct Harness {
     /// The host streams (the dynamic module): streamed LLM calls get their turn as SSE, in pieces of
     /// `sse_piece` bytes.
     pub live: bool,
+    /// The API the client speaks (the path the host admitted).
+    pub api: api_agent::agent::Api,
     pub sse_piece: usize,
     /// Live: end a 2xx SSE reply with an empty `CallReply` body, as the dynamic module does.
     pub sse_body_left_out: bool,
@@ -138,6 +140,7 @@ impl Harness {
             steps: false,
             context_headers: Vec::new(),
             live: false,
+            api: Default::default(),
             sse_piece: 16,
             sse_body_left_out: false,
         }
@@ -175,6 +178,7 @@ impl Harness {
             steps: self.steps,
             context_headers: self.context_headers.clone(),
             live: self.live,
+            api: self.api,
         };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         let mut now = START_MS;
