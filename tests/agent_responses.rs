@@ -283,3 +283,15 @@ fn chat_completions_are_unchanged_beside_it() {
     assert_eq!(out.json()["object"], "chat.completion");
     assert_eq!(out.answer(), "Rex.");
 }
+
+#[test]
+fn a_late_failure_after_the_status_went_out_is_a_failed_response_object() {
+    // `loop: response` on Proxy-Wasm: the first turn came through the route and its 200 is out.
+    let turns = vec![native_calls(&[("c", "showPetById", json!({"petId": "7"}))]), Turn::Raw(500, "{}".into())];
+    let mut h = harness("native", json!({"llm": {"maxRetries": 0}}), turns);
+    let out = h.run(&json!({"input": "Who is pet 7?"}));
+    let r = out.json();
+    assert_eq!((r["object"].as_str(), r["status"].as_str()), (Some("response"), Some("failed")), "{r}");
+    assert_eq!(r["error"]["code"], "llm_error");
+    assert_eq!(r["output"], json!([]));
+}
