@@ -5,7 +5,8 @@
 //! `machine` is the loop and the only place its state changes; the other files return what an event
 //! means: `llm` (an LLM turn, in `react` or `native` mode, over a `convo`), `tool_phase` (a turn's
 //! `batch` of `work`, with `mcp` sessions), `format` (JSON mode), `approval`, `finish` (the client's
-//! response), with `calls`, `retry`, `report`, `steps` and `live` beside them.
+//! response, in the format `wire` chose from the request's API), with `calls`, `retry`, `report`,
+//! `steps` and `live` beside them.
 
 mod approval;
 mod batch;

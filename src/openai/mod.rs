@@ -1,5 +1,6 @@
 //! OpenAI chat-completions shapes: the client's request (typed where we read it, the rest kept as
-//! sent), the LLM's reply, and the answers we write (JSON, SSE chunks, errors).
+//! sent), the LLM's reply, and the answers we write (JSON, SSE chunks, errors). The Responses API's
+//! request becomes such a chat request (`responses`); its answer is written by `responses_out`.
 
 pub mod answer;
 pub mod message;
