@@ -97,3 +97,33 @@ pub fn not_ready(port: &impl Port) {
     let headers = [("content-type", crate::openai::answer::JSON), ("retry-after", "1")];
     port.local_reply(503, &headers, body.as_bytes());
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn cfg(extra: &str) -> Config {
+        let spec = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n  /w:\n    get: {operationId: w}\n";
+        let text = format!(
+            r#"{{"llm": {{"serviceName": "l", "servicePort": 1, "path": "/v1/chat/completions"}}, {extra}
+              "apis": [{{"apiProvider": {{"serviceName": "a", "servicePort": 2}}, "api": {}}}]}}"#,
+            serde_json::to_string(spec).unwrap()
+        );
+        Config::from_slice(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_path_says_which_api_the_request_speaks() {
+        let default = cfg("");
+        assert_eq!(api_of("/v1/chat/completions", &default), Some(Api::ChatCompletions));
+        assert_eq!(api_of("/v1/responses", &default), Some(Api::Responses));
+        assert_eq!(api_of("/openai/v1/responses", &default), Some(Api::Responses));
+        assert_eq!(api_of("/v1/responses/resp_1/cancel", &default), None);
+        assert_eq!(api_of("/v1/embeddings", &default), None);
+        let custom = cfg(r#""responses": {"path": "/agent/respond"},"#);
+        assert_eq!(api_of("/agent/respond", &custom), Some(Api::Responses));
+        assert_eq!(api_of("/v1/responses", &custom), None);
+        assert_eq!(api_of("/v1/chat/completions", &custom), Some(Api::ChatCompletions));
+    }
+}

@@ -90,68 +90,107 @@ pub fn translate(body: &[u8]) -> Result<(ChatRequest, Echo), RequestError> {
     }
     let req: Request = serde_json::from_value(value).map_err(|e| invalid(format!("the request body: {e}")))?;
     refuse_state(&req.extra)?;
-    let mut chat = Map::new();
-    let mut echo = Echo::default();
-    if let Some(model) = &req.model {
-        chat.insert("model".into(), model.clone());
+    let mut t = Translation::default();
+    if let Some(model) = req.model {
+        t.chat.insert("model".into(), model);
     }
-    let mut messages = Vec::new();
-    if let Some(instructions) = req.instructions.as_ref().filter(|v| !v.is_null()) {
-        let Value::String(text) = instructions else {
-            return Err(invalid("'instructions' must be a string"));
-        };
-        messages.push(json!({"role": "system", "content": text}));
-        echo.fields.insert("instructions".into(), instructions.clone());
-    }
-    match req.input {
-        Some(Input::Text(text)) => messages.push(json!({"role": "user", "content": text})),
-        Some(Input::Items(items)) => messages.extend(items_to_messages(&items)?),
-        None => return Err(invalid("'input' is required")),
-    }
-    chat.insert("messages".into(), Value::Array(messages));
-    let tools = function_tools(req.tools.as_deref().unwrap_or_default())?;
-    if !tools.is_empty() {
-        chat.insert("tools".into(), Value::Array(tools));
-        if let Some(choice) = req.tool_choice.as_ref().filter(|v| !v.is_null()) {
-            chat.insert("tool_choice".into(), tool_choice(choice)?);
-        }
-    }
-    echo.fields.insert("tools".into(), Value::Array(req.tools.unwrap_or_default()));
-    echo.fields.insert("tool_choice".into(), req.tool_choice.filter(|v| !v.is_null()).unwrap_or(json!("auto")));
-    if let Some(max) = req.max_output_tokens.filter(|v| !v.is_null()) {
-        if max.as_u64().is_none_or(|n| n == 0) {
-            return Err(invalid("'max_output_tokens' must be a positive integer"));
-        }
-        chat.insert("max_tokens".into(), max.clone());
-        echo.fields.insert("max_output_tokens".into(), max);
-    }
-    if let Some(r) = req.reasoning.filter(|v| !v.is_null()) {
-        reasoning(&r, &mut chat)?;
-        echo.fields.insert("reasoning".into(), r);
-    }
-    if let Some(t) = req.text.filter(|v| !v.is_null()) {
-        text_config(&t, &mut chat)?;
-        echo.fields.insert("text".into(), t);
-    }
+    let messages = t.messages(req.instructions, req.input)?;
+    t.chat.insert("messages".into(), Value::Array(messages));
+    t.tools(req.tools, req.tool_choice)?;
+    t.controls(req.max_output_tokens, req.reasoning, req.text)?;
     match req.stream {
         None | Some(Value::Null) => {}
         Some(Value::Bool(on)) => {
-            chat.insert("stream".into(), Value::Bool(on));
+            t.chat.insert("stream".into(), Value::Bool(on));
         }
         Some(_) => return Err(invalid("'stream' must be true or false")),
     }
-    for (k, v) in req.extra {
-        if ECHOED.contains(&k.as_str()) {
-            echo.fields.insert(k.clone(), v.clone());
+    t.pass_on(req.extra);
+    let body = Value::Object(t.chat).to_string();
+    let chat = ChatRequest::parse(body.as_bytes()).map_err(RequestError::Invalid)?;
+    t.echo.model = chat.model.clone().unwrap_or_default();
+    Ok((chat, t.echo))
+}
+
+/// The chat request being written, and what the answer will echo.
+#[derive(Default)]
+struct Translation {
+    chat: Map<String, Value>,
+    echo: Echo,
+}
+
+impl Translation {
+    /// `instructions` as the first system message, then the input.
+    fn messages(&mut self, instructions: Option<Value>, input: Option<Input>) -> Result<Vec<Value>, RequestError> {
+        let mut messages = Vec::new();
+        if let Some(instructions) = instructions.filter(|v| !v.is_null()) {
+            let Value::String(text) = &instructions else {
+                return Err(invalid("'instructions' must be a string"));
+            };
+            messages.push(json!({"role": "system", "content": text}));
+            self.echo.fields.insert("instructions".into(), instructions);
         }
-        if !NOT_SENT.contains(&k.as_str()) && !STATEFUL.contains(&k.as_str()) && !chat.contains_key(&k) {
-            chat.insert(k, v);
+        match input {
+            Some(Input::Text(text)) => messages.push(json!({"role": "user", "content": text})),
+            Some(Input::Items(items)) => messages.extend(items_to_messages(&items)?),
+            None => return Err(invalid("'input' is required")),
+        }
+        Ok(messages)
+    }
+
+    /// The client's function tools and its `tool_choice` (sent only with tools).
+    fn tools(&mut self, tools: Option<Vec<Value>>, choice: Option<Value>) -> Result<(), RequestError> {
+        let tools = tools.unwrap_or_default();
+        let choice = choice.filter(|v| !v.is_null());
+        let chat_tools = function_tools(&tools)?;
+        if !chat_tools.is_empty() {
+            self.chat.insert("tools".into(), Value::Array(chat_tools));
+            if let Some(choice) = &choice {
+                self.chat.insert("tool_choice".into(), tool_choice(choice)?);
+            }
+        }
+        self.echo.fields.insert("tools".into(), Value::Array(tools));
+        self.echo.fields.insert("tool_choice".into(), choice.unwrap_or(json!("auto")));
+        Ok(())
+    }
+
+    /// `max_output_tokens`, `reasoning` and `text` as chat's controls.
+    fn controls(
+        &mut self,
+        max: Option<Value>,
+        reasoning_: Option<Value>,
+        text: Option<Value>,
+    ) -> Result<(), RequestError> {
+        if let Some(max) = max.filter(|v| !v.is_null()) {
+            if max.as_u64().is_none_or(|n| n == 0) {
+                return Err(invalid("'max_output_tokens' must be a positive integer"));
+            }
+            self.chat.insert("max_tokens".into(), max.clone());
+            self.echo.fields.insert("max_output_tokens".into(), max);
+        }
+        if let Some(r) = reasoning_.filter(|v| !v.is_null()) {
+            reasoning(&r, &mut self.chat)?;
+            self.echo.fields.insert("reasoning".into(), r);
+        }
+        if let Some(t) = text.filter(|v| !v.is_null()) {
+            text_config(&t, &mut self.chat)?;
+            self.echo.fields.insert("text".into(), t);
+        }
+        Ok(())
+    }
+
+    /// The fields this file does not read: echoed when the answer repeats them, passed to the model
+    /// unless they are Responses-only.
+    fn pass_on(&mut self, extra: Map<String, Value>) {
+        for (k, v) in extra {
+            if ECHOED.contains(&k.as_str()) {
+                self.echo.fields.insert(k.clone(), v.clone());
+            }
+            if !NOT_SENT.contains(&k.as_str()) && !STATEFUL.contains(&k.as_str()) && !self.chat.contains_key(&k) {
+                self.chat.insert(k, v);
+            }
         }
     }
-    let body = Value::Object(chat).to_string();
-    let chat = ChatRequest::parse(body.as_bytes()).map_err(RequestError::Invalid)?;
-    echo.model = chat.model.clone().unwrap_or_default();
-    Ok((chat, echo))
 }
 
 /// `previous_response_id`, `conversation`, `prompt`, `store: true`, `background: true`.

@@ -186,3 +186,13 @@ def test_agents_sdk_completes_a_run(gateway, mocks):
     result = asyncio.run(agents.Runner.run(agent, q))
     assert "Madrid" in result.final_output
     assert mocks.llm.requests_for(q), "the run went through the agent's loop"
+
+
+def test_responses_path_from_the_configuration(gateways, mocks):
+    gw = gateways(responses={"path": "/agent/respond"})
+    q = "Responses path: what is the weather in Lisbon?"
+    reply = client.request(gw.port, "POST", "/agent/respond", {"model": CLIENT_MODEL, "input": q}, CLIENT_HEADERS)
+    assert reply.status == 200, reply.text[:300]
+    validate(reply.json(), "Response")
+    assert "Lisbon" in reply.json()["output_text"]
+    assert mocks.llm.requests_for(q)[0].path == CHAT_PATH
