@@ -87,6 +87,7 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),
+        api: Default::default(),
     };
     let mut agent = Agent::new(Rc::clone(cfg), meta);
     let mut turn = turns.iter();

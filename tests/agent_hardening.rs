@@ -311,6 +311,7 @@ fn an_early_wake_up_keeps_the_retry_waiting() {
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),
+        api: Default::default(),
     };
     let mut agent = Agent::new(cfg, meta);
     let cmds = agent.handle(Event::ClientRequest { body: user("Pets?").to_string().as_bytes() }, 1000);
@@ -337,6 +338,7 @@ fn the_report_carries_the_status_envoy_itself_sent() {
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),
+        api: Default::default(),
     };
     let body = user("Pets?").to_string();
     // Still waiting for the LLM when Envoy answered 502 on its own: that is what the client got.

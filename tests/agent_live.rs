@@ -178,6 +178,7 @@ fn a_failed_call_after_relayed_text_is_not_retried() {
         client_headers: Default::default(),
         live: true,
         trace: Vec::new(),
+        api: Default::default(),
     };
     let mut agent = api_agent::agent::Agent::new(cfg, meta);
     let cmds = agent.handle(

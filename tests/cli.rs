@@ -319,6 +319,7 @@ fn core_first_request(mode: Mode, question: &str, stream: bool) -> Vec<u8> {
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),
+        api: Default::default(),
     };
     let mut agent = Agent::new(Rc::new(cfg), meta);
     let mut body = json!({"messages": [{"role": "user", "content": question}], "model": "demo-react-model"});

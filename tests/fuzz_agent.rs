@@ -161,6 +161,7 @@ fn drive(cfg: Rc<Config>, stream: bool, live: bool, answers: &[Answer], steps: &
         client_headers: Default::default(),
         live,
         trace: Vec::new(),
+        api: Default::default(),
     };
     let mut agent = Agent::new(Rc::clone(&cfg), meta);
     let body = json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "List pets"}]});

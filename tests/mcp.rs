@@ -367,6 +367,7 @@ mod shared_sessions {
             client_headers: Default::default(),
             live: false,
             trace: Vec::new(),
+            api: Default::default(),
         };
         let mut a = Agent::new(cfg, meta);
         a.set_mcp_sessions(sessions);

@@ -8,6 +8,8 @@ pub enum ErrorCode {
     InvalidTools,
     ToolNameClash,
     UnsupportedTools,
+    /// A Responses request that needs state the gateway does not keep (`previous_response_id`, …).
+    StatefulRequest,
     LlmBadReply,
     LlmError,
     LlmTimeout,
@@ -30,6 +32,7 @@ impl ErrorCode {
             ErrorCode::InvalidTools => "invalid_tools",
             ErrorCode::ToolNameClash => "tool_name_clash",
             ErrorCode::UnsupportedTools => "unsupported_tools",
+            ErrorCode::StatefulRequest => "stateful_request",
             ErrorCode::LlmBadReply => "llm_bad_reply",
             ErrorCode::LlmError => "llm_error",
             ErrorCode::LlmTimeout => "llm_timeout",
@@ -49,6 +52,19 @@ pub struct AgentError {
     pub status: u16,
     pub code: ErrorCode,
     pub message: String,
+}
+
+impl From<crate::openai::responses::RequestError> for AgentError {
+    /// A refused Responses request: a 400 with the code that says why.
+    fn from(e: crate::openai::responses::RequestError) -> Self {
+        use crate::openai::responses::RequestError;
+        let code = match &e {
+            RequestError::Invalid(_) => ErrorCode::InvalidRequest,
+            RequestError::Stateful(_) => ErrorCode::StatefulRequest,
+            RequestError::HostedTool(_) => ErrorCode::UnsupportedTools,
+        };
+        AgentError::new(400, code, e.to_string())
+    }
 }
 
 impl AgentError {

@@ -5,9 +5,11 @@ use super::convo::Convo;
 use super::error::{AgentError, ErrorCode};
 use super::live::Live;
 use super::protocol::{CallId, Command, Reply, RequestMeta};
+use super::wire::Wire;
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::answer::{self, Answer, FinishReason};
+use crate::openai::responses_out::Echo;
 use crate::openai::ChatRequest;
 use serde_json::Value;
 
@@ -17,12 +19,13 @@ const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
 /// The client's response: how it asked for it, and whether it has begun.
 #[derive(Debug)]
 pub struct Response {
-    /// The completion's id and `created`.
+    /// The request's id and `created`.
     id: String,
     created: u64,
-    /// SSE, and a usage chunk in it (`stream_options.include_usage`).
+    /// SSE (its format, a usage chunk in a chat stream: `wire`).
     pub stream: bool,
-    include_usage: bool,
+    /// How the answer is written: chat completions or Responses, as the client asked.
+    wire: Wire,
     /// The client has response headers: its response (a stream, if it asked for one) has begun.
     pub responding: bool,
     /// Live streaming, for a streaming client on a host that declared it.
@@ -35,14 +38,14 @@ pub struct Response {
 
 impl Response {
     pub fn new(cfg: &Config, meta: &RequestMeta) -> Response {
-        let id = format!("chatcmpl-{}", meta.id);
+        let id = meta.id.clone();
         let limit = cfg.max_response_bytes;
         let reasoning = cfg.return_reasoning;
         Response {
             id,
             created: meta.unix_s,
             stream: false,
-            include_usage: false,
+            wire: Wire::new(&meta.id, meta.unix_s, false, None),
             responding: false,
             live: None,
             limit,
@@ -51,17 +54,17 @@ impl Response {
     }
 
     /// What the client's request asks of its response.
-    pub fn asked(&mut self, req: &ChatRequest) {
+    /// What the client's request asks of its response: `echo` for a Responses request.
+    pub fn asked(&mut self, req: &ChatRequest, echo: Option<&Echo>) {
         self.stream = req.stream;
-        self.include_usage = req.include_usage;
+        self.wire = Wire::new(&self.id, self.created, req.include_usage, echo);
     }
 
     /// The host streams callouts: a streaming client gets its answer live (`relay`: the text as the
     /// model writes it; not in JSON mode, where the answer is rewritten).
     pub fn go_live(&mut self, mode: Mode, relay: bool) {
         if self.stream {
-            let (id, created, limit) = (self.id.clone(), self.created, self.limit);
-            let mut live = Live::new(mode, relay, self.include_usage, id, created, limit);
+            let mut live = Live::new(mode, relay, self.wire.clone(), self.limit);
             live.reasoning = relay && self.reasoning;
             self.live = Some(live);
         }
@@ -128,7 +131,7 @@ impl Response {
 
     /// The answer as the client gets it; `Err` when it is over maxResponseBytes.
     pub fn answer(
-        &self,
+        &mut self,
         c: &Convo,
         content: &str,
         finish_reason: FinishReason,
@@ -137,8 +140,9 @@ impl Response {
     ) -> Result<Reply, AgentError> {
         let (model, usage) = (c.model.as_str(), c.usage);
         let reasoning = c.reasoning.as_deref().filter(|_| self.reasoning);
+        let id = self.wire.id().to_string();
         let a = Answer {
-            id: &self.id,
+            id: &id,
             created: self.created,
             model,
             content,
@@ -148,18 +152,20 @@ impl Response {
             steps,
             reasoning,
         };
-        let (content_type, body, sent) = match self.live.as_ref().filter(|l| l.is_open()) {
+        let (content_type, body, sent) = match self.live.as_mut().filter(|l| l.is_open()) {
             Some(live) => {
                 let rest = live.rest_of(content);
+                let (relayed, sent) = (live.relayed_reasoning(), live.sent_bytes);
+                let wire = live.wire();
                 let mut body = Vec::new();
-                if let Some(r) = reasoning.filter(|_| !live.relayed_reasoning()) {
-                    body.extend(live.head().reasoning_event(r));
+                if let Some(r) = reasoning.filter(|_| !relayed) {
+                    body.extend(wire.reasoning(r));
                 }
-                body.extend(answer::rest(&a, &live.head(), &rest));
-                (answer::SSE, body, live.sent_bytes)
+                body.extend(wire.end(&a, &rest));
+                (answer::SSE, body, sent)
             }
-            None if self.stream => (answer::SSE, answer::chunks(&a, self.include_usage), 0),
-            None => (answer::JSON, answer::completion(&a), 0),
+            None if self.stream => (answer::SSE, self.wire.stream(&a), 0),
+            None => (answer::JSON, self.wire.object(&a), 0),
         };
         if sent + body.len() > self.limit {
             return Err(AgentError::new(
@@ -182,7 +188,7 @@ impl Response {
         let err = answer::error(&truncate(&e.message, MAX_ERROR_MESSAGE_BYTES), e.kind(), e.code.as_str());
         let (content_type, body) = match (self.responding, self.stream) {
             (true, true) => (answer::SSE, self.end_of_stream_error(err, e.code)),
-            (true, false) => (answer::JSON, answer::late_error(err)),
+            (true, false) => (answer::JSON, self.wire.clone().late_error(err, false, false)),
             (false, _) => (answer::JSON, err.to_string().into_bytes()),
         };
         Reply { status: e.status, content_type, body }
@@ -191,13 +197,17 @@ impl Response {
     /// An error event, kept within maxResponseBytes after what a live stream already sent (a
     /// long message gives way to a short one).
     fn end_of_stream_error(&self, err: Value, code: ErrorCode) -> Vec<u8> {
-        let body = answer::error_sse(&err);
-        let sent = self.live.as_ref().map_or(0, |l| l.sent_bytes);
+        let live = self.live.as_ref().filter(|l| l.is_open());
+        let (mut wire, sent) = match live {
+            Some(l) => (l.wire_ref().clone(), l.sent_bytes),
+            None => (self.wire.clone(), 0),
+        };
+        let body = wire.clone().late_error(err, true, live.is_some());
         if sent + body.len() <= self.limit {
             return body;
         }
         let short = format!("the request failed ({}); the details are in the gateway's log", code.as_str());
-        answer::error_sse(&answer::error(&short, "api_error", code.as_str()))
+        wire.late_error(answer::error(&short, "api_error", code.as_str()), true, live.is_some())
     }
 }
 

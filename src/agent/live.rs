@@ -9,8 +9,8 @@
 //! think block leading a turn's content is never relayed as its text.
 
 use super::protocol::CallId;
+use super::wire::Wire;
 use crate::config::Mode;
-use crate::openai::answer::ChunkHead;
 use crate::openai::reasoning::{stream_state, Stream};
 use crate::openai::sse::ChunkStream;
 
@@ -30,12 +30,8 @@ pub struct Live {
     mode: Mode,
     /// False in JSON mode: the answer is rewritten before the client sees it.
     relay: bool,
-    pub include_usage: bool,
-    /// The completion id, `created` and model every chunk repeats (the model is fixed when the
-    /// stream opens; until then it is the client's).
-    id: String,
-    created: u64,
-    model: String,
+    /// How the events are written; the model they name is fixed when the stream opens.
+    wire: Wire,
     opened_at: Option<u64>,
     /// The last time bytes went out.
     last_sent: u64,
@@ -69,15 +65,12 @@ struct Turn {
 }
 
 impl Live {
-    pub fn new(mode: Mode, relay: bool, include_usage: bool, id: String, created: u64, limit: usize) -> Live {
+    pub fn new(mode: Mode, relay: bool, wire: Wire, limit: usize) -> Live {
         Live {
             limit,
             mode,
             relay,
-            include_usage,
-            id,
-            created,
-            model: String::new(),
+            wire,
             opened_at: None,
             last_sent: 0,
             sent_bytes: 0,
@@ -93,8 +86,13 @@ impl Live {
         self.opened_at.is_some()
     }
 
-    pub fn head(&self) -> ChunkHead<'_> {
-        ChunkHead { id: &self.id, created: self.created, model: &self.model, include_usage: self.include_usage }
+    /// How the stream's events are written (its end, by `Response::answer`).
+    pub fn wire(&mut self) -> &mut Wire {
+        &mut self.wire
+    }
+
+    pub fn wire_ref(&self) -> &Wire {
+        &self.wire
     }
 
     /// A streamed LLM turn went out under `id`.
@@ -129,8 +127,8 @@ impl Live {
             return None;
         }
         self.opened_at = Some(now);
-        self.model = model.to_string();
-        let role = self.head().role_event();
+        self.wire.set_model(model);
+        let role = self.wire.open();
         Some(self.note_sent(role, now))
     }
 
@@ -154,13 +152,17 @@ impl Live {
             return None;
         }
         let opening = !self.is_open();
-        let mut out = if opening { self.head_with(&model).role_event() } else { Vec::new() };
+        let mut out = Vec::new();
+        if opening {
+            self.wire.set_model(&model);
+            out = self.wire.open();
+        }
         if let Some(t) = &thinking {
-            out.extend(self.head_with(&model).reasoning_event(t));
+            out.extend(self.wire.reasoning(t));
         }
         let (piece, new_len, to) = piece.unwrap_or_default();
         if !piece.is_empty() {
-            out.extend(self.head_with(&model).content_event(&piece));
+            out.extend(self.wire.content(&piece));
         }
         let turn = self.turn.as_mut()?;
         if self.sent_bytes + out.len() + END_RESERVE > self.limit {
@@ -175,7 +177,6 @@ impl Live {
         self.reasoning_sent |= thinking.is_some();
         if opening {
             self.opened_at = Some(now);
-            self.model = model;
         }
         Some((opening, self.note_sent(out, now)))
     }
@@ -214,10 +215,6 @@ impl Live {
     /// Reasoning went to the client live.
     pub fn relayed_reasoning(&self) -> bool {
         self.reasoning_sent
-    }
-
-    fn head_with<'a>(&'a self, model: &'a str) -> ChunkHead<'a> {
-        ChunkHead { model: if self.is_open() { &self.model } else { model }, ..self.head() }
     }
 
     /// The turn is over: its reply as one chat.completion body when it came as SSE (`None`: read
@@ -411,7 +408,7 @@ mod tests {
 
     #[test]
     fn native_content_is_relayed_until_a_tool_call_and_the_rest_follows_the_relayed_text() {
-        let mut l = Live::new(Mode::Native, true, false, "chatcmpl-1".into(), 7, 1 << 20);
+        let mut l = Live::new(Mode::Native, true, Wire::new("1", 7, false, None), 1 << 20);
         l.start_turn(CallId(1));
         l.head_of(CallId(1), 200, true);
         assert!(!l.is_open(), "a head alone does not open the stream");
@@ -429,7 +426,7 @@ mod tests {
 
     #[test]
     fn text_of_a_turn_that_then_calls_tools_stays_and_the_next_turn_starts_a_paragraph() {
-        let mut l = Live::new(Mode::Native, true, false, "c".into(), 7, 1 << 20);
+        let mut l = Live::new(Mode::Native, true, Wire::new("c", 7, false, None), 1 << 20);
         l.start_turn(CallId(1));
         l.head_of(CallId(1), 200, true);
         assert!(l.data(CallId(1), &chunk("Let me look."), "m", 1).is_some());
@@ -448,7 +445,7 @@ mod tests {
 
     #[test]
     fn no_relay_in_json_mode_or_before_a_2xx_and_keep_alives_follow_a_fixed_grid() {
-        let mut l = Live::new(Mode::Native, false, false, "c".into(), 7, 1 << 20);
+        let mut l = Live::new(Mode::Native, false, Wire::new("c", 7, false, None), 1 << 20);
         l.start_turn(CallId(1));
         l.head_of(CallId(1), 429, false);
         assert!(l.data(CallId(1), &chunk("x"), "m", 0).is_none());

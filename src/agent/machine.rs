@@ -17,6 +17,7 @@ use super::report::{Outcome, Report};
 use super::retry::{self, Retry};
 use super::steps::{self, Steps};
 use super::tool_phase::ToolPhase;
+use super::wire;
 use super::work::Work;
 use crate::config::{Config, LoopPhase};
 use crate::doc::truncate;
@@ -176,11 +177,11 @@ impl Machine {
     }
 
     fn start(&mut self, body: &[u8], now_ms: u64) -> Step {
-        let mut req = match ChatRequest::parse(body) {
-            Ok(r) => r,
-            Err(e) => return self.fail(AgentError::new(400, ErrorCode::InvalidRequest, e)),
+        let (mut req, echo) = match wire::read_request(self.meta.api, body) {
+            Ok(parsed) => parsed,
+            Err(e) => return self.fail(e),
         };
-        self.response.asked(&req);
+        self.response.asked(&req, echo.as_ref());
         let json = match Target::for_request(&self.cfg, &req) {
             Ok(t) => t,
             Err(e) => return self.fail(e),

@@ -5,7 +5,8 @@
 //! `machine` is the loop and the only place its state changes; the other files return what an event
 //! means: `llm` (an LLM turn, in `react` or `native` mode, over a `convo`), `tool_phase` (a turn's
 //! `batch` of `work`, with `mcp` sessions), `format` (JSON mode), `approval`, `finish` (the client's
-//! response), with `calls`, `retry`, `report`, `steps` and `live` beside them.
+//! response, in the format `wire` chose from the request's API), with `calls`, `retry`, `report`,
+//! `steps` and `live` beside them.
 
 mod approval;
 mod batch;
@@ -27,11 +28,12 @@ mod retry;
 mod steps;
 pub mod summary;
 mod tool_phase;
+mod wire;
 mod work;
 
 pub use error::{AgentError, ErrorCode};
 pub use identity::Exchanged;
-pub use protocol::{Call, CallId, ClientHeaders, Command, Event, Failure, Reply, RequestMeta};
+pub use protocol::{Api, Call, CallId, ClientHeaders, Command, Event, Failure, Reply, RequestMeta};
 pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 
 use crate::config::Config;

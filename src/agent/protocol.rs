@@ -23,6 +23,8 @@ pub struct RequestMeta {
     /// The client's trace context (W3C `traceparent`/`tracestate`, `x-request-id`, B3), carried on
     /// every callout so that the LLM turns and tool calls join the request's trace.
     pub trace: Vec<(String, String)>,
+    /// The API the client spoke, which the answer's format follows.
+    pub api: Api,
 }
 
 /// Headers of the client's request (lower-case names) that the configuration copies onto APIs' calls
@@ -34,6 +36,16 @@ impl std::fmt::Debug for ClientHeaders {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.0.iter().map(|(name, _)| format!("{name}: ****"))).finish()
     }
+}
+
+/// The API of the client's request, known from its path (`host::admit`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Api {
+    /// `…/chat/completions`.
+    #[default]
+    ChatCompletions,
+    /// `…/responses` (or `responses.path`): translated into chat completions for the model.
+    Responses,
 }
 
 /// Minted by the agent for every callout; the host maps its own tokens to these.

@@ -96,6 +96,7 @@ pub fn delta(after: Usage, before: Usage) -> Usage {
         prompt_tokens: after.prompt_tokens.saturating_sub(before.prompt_tokens),
         completion_tokens: after.completion_tokens.saturating_sub(before.completion_tokens),
         total_tokens: after.total_tokens.saturating_sub(before.total_tokens),
+        reasoning_tokens: after.reasoning_tokens.saturating_sub(before.reasoning_tokens),
     }
 }
 
@@ -106,7 +107,7 @@ mod tests {
     #[test]
     fn steps_keep_their_wire_text() {
         let mut s = Steps::new(true, vec!["k3y".into()]);
-        s.llm(None, Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }, None, 10);
+        s.llm(None, Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, reasoning_tokens: 0 }, None, 10);
         s.tool("f", r#"{"key":"k3y"}"#, ToolStatus::Http(200), "ok", 7);
         s.llm(Some(9), Usage::default(), None, 10);
         s.tool("g", "", ToolStatus::Ended(ToolClass::Refused), "no", 0);

@@ -76,7 +76,7 @@ mod tests {
     fn report() -> Report {
         let mut r = Report::new(Mode::React, 1000);
         r.llm_turns = 3;
-        r.tokens = Usage { prompt_tokens: 30, completion_tokens: 12, total_tokens: 42 };
+        r.tokens = Usage { prompt_tokens: 30, completion_tokens: 12, total_tokens: 42, ..Usage::default() };
         r.model = "m1".into();
         let tool = |class, status| ToolRecord { name: "t".into(), class, status, ms: 1 };
         r.tools = vec![

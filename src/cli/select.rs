@@ -126,5 +126,6 @@ pub fn meta(now_ms: u64) -> RequestMeta {
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),
+        api: Default::default(),
     }
 }

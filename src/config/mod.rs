@@ -134,6 +134,9 @@ pub struct Config {
     pub return_steps: bool,
     /// The final turn's reasoning goes to the client (`reasoning.return`, default true).
     pub return_reasoning: bool,
+    /// `responses.path`: requests whose path ends with it speak the Responses API (unset:
+    /// `/responses`).
+    pub responses_path: Option<String>,
     /// Things accepted but worth an operator's attention (ignored keys, skipped operations); logged once.
     pub warnings: Vec<String>,
 }
@@ -175,6 +178,7 @@ impl Config {
             None => true,
         };
         let context = parse_context(&mut root)?;
+        let responses_path = parse_responses(&mut root)?;
         if root.get("returnResponseTemplate").is_some() {
             warnings.push(
                 "returnResponseTemplate is a legacy Higress key and is ignored: answers are always OpenAI chat.completion objects"
@@ -217,6 +221,7 @@ impl Config {
             context,
             return_steps,
             return_reasoning,
+            responses_path,
             warnings,
         })
     }
@@ -435,4 +440,17 @@ fn parse_json_resp(root: &mut Fields<'_>) -> Result<Option<JsonResp>, ConfigErro
     let schema = Schema::compile(&schema)
         .map_err(|e| ConfigError::new("jsonResp.jsonSchema", format!("invalid JSON Schema: {e}")))?;
     Ok(Some(JsonResp { schema, max_retry, use_response_format, json_object }))
+}
+
+/// `responses: {path}`: where the Responses API is served (a path suffix starting with `/`).
+fn parse_responses(root: &mut Fields<'_>) -> Result<Option<String>, ConfigError> {
+    let Some(mut r) = root.opt_object("responses")? else {
+        return Ok(None);
+    };
+    let path = r.opt_str("path")?;
+    if let Some(p) = path.as_deref().filter(|p| !p.starts_with('/') || p.len() < 2) {
+        return Err(r.err("path", format!("must be a path starting with '/', found '{p}'")));
+    }
+    r.deny_unknown()?;
+    Ok(path)
 }

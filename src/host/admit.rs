@@ -3,21 +3,39 @@
 //! random source.
 
 use super::port::{Attr, Headers, Port};
-use crate::agent::{ClientHeaders, RequestMeta};
+use crate::agent::{Api, ClientHeaders, RequestMeta};
 use crate::config::{Config, Plugin, RequestKeys, CONSUMER_HEADER};
 use std::rc::Rc;
 
-/// Whether this request is one the agent takes: a chat-completions POST with a body.
-pub fn is_agent_request(port: &impl Port, end_of_stream: bool) -> bool {
+/// Whether this request may be one the agent takes: a JSON POST with a body. `Some`: its path,
+/// without the query, for `api_of` once the configuration is known.
+pub fn candidate(port: &impl Port, end_of_stream: bool) -> Option<String> {
     if end_of_stream {
-        return false;
+        return None;
     }
     let method = port.header(Headers::Request, ":method").unwrap_or_default();
-    let path = port.header(Headers::Request, ":path").unwrap_or_default();
-    let path = path.split('?').next().unwrap_or("");
     let content_type = port.header(Headers::Request, "content-type").unwrap_or_default();
     let json = content_type.is_empty() || mentions_json(&content_type);
-    method == "POST" && path.ends_with("/chat/completions") && json
+    if method != "POST" || !json {
+        return None;
+    }
+    let mut path = port.header(Headers::Request, ":path").unwrap_or_default();
+    if let Some(query) = path.find('?') {
+        path.truncate(query);
+    }
+    Some(path)
+}
+
+/// The API a path speaks, if the agent takes it: chat completions, or the Responses API at
+/// `responses.path` (a path ending in `/responses` by default).
+pub fn api_of(path: &str, cfg: &Config) -> Option<Api> {
+    if path.ends_with("/chat/completions") {
+        Some(Api::ChatCompletions)
+    } else if path.ends_with(cfg.responses_path.as_deref().unwrap_or("/responses")) {
+        Some(Api::Responses)
+    } else {
+        None
+    }
 }
 
 /// Whether a content type names JSON, in any case (without a lower-cased copy).
@@ -79,7 +97,7 @@ pub struct Arrival {
 }
 
 /// The agent's inputs for this request.
-pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival) -> RequestMeta {
+pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival, api: Api) -> RequestMeta {
     let now_ms = arrival.now_ns / 1_000_000;
     RequestMeta {
         id: format!("{now_ms:x}{:04x}", arrival.seq & 0xffff),
@@ -93,6 +111,7 @@ pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival) -> RequestMeta {
         client_headers: client_headers(port, cfg),
         live: arrival.live,
         trace: trace_context(port),
+        api,
     }
 }
 
@@ -132,7 +151,32 @@ pub fn not_ready(port: &impl Port) {
 
 #[cfg(test)]
 mod tests {
-    use super::mentions_json;
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn cfg(extra: &str) -> Config {
+        let spec = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n  /w:\n    get: {operationId: w}\n";
+        let text = format!(
+            r#"{{"llm": {{"serviceName": "l", "servicePort": 1, "path": "/v1/chat/completions"}}, {extra}
+              "apis": [{{"apiProvider": {{"serviceName": "a", "servicePort": 2}}, "api": {}}}]}}"#,
+            serde_json::to_string(spec).unwrap()
+        );
+        Config::from_slice(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_path_says_which_api_the_request_speaks() {
+        let default = cfg("");
+        assert_eq!(api_of("/v1/chat/completions", &default), Some(Api::ChatCompletions));
+        assert_eq!(api_of("/v1/responses", &default), Some(Api::Responses));
+        assert_eq!(api_of("/openai/v1/responses", &default), Some(Api::Responses));
+        assert_eq!(api_of("/v1/responses/resp_1/cancel", &default), None);
+        assert_eq!(api_of("/v1/embeddings", &default), None);
+        let custom = cfg(r#""responses": {"path": "/agent/respond"},"#);
+        assert_eq!(api_of("/agent/respond", &custom), Some(Api::Responses));
+        assert_eq!(api_of("/v1/responses", &custom), None);
+        assert_eq!(api_of("/v1/chat/completions", &custom), Some(Api::ChatCompletions));
+    }
 
     #[test]
     fn json_is_found_in_any_case() {

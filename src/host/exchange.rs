@@ -7,7 +7,7 @@ use super::calls::CallTable;
 use super::instance::Instance;
 use super::metrics::{MetricSink, Metrics};
 use super::port::{set_header, Attr, Headers, Port};
-use crate::agent::{Agent, Command, Event};
+use crate::agent::{Agent, Api, Command, Event};
 use crate::config::{Config, LoopPhase};
 use std::rc::Rc;
 
@@ -89,9 +89,9 @@ impl Exchange {
     /// takes has the provider's key put in place of the client's credentials, and no length or
     /// encoding that the rewritten body would contradict.
     pub fn start(&mut self, port: &impl Port, end_of_stream: bool, arrival: impl FnOnce() -> Arrival) -> Start {
-        if !admit::is_agent_request(port, end_of_stream) {
+        let Some(path) = admit::candidate(port, end_of_stream) else {
             return Start::Pass;
-        }
+        };
         let Some(instance) = self.instance.clone() else {
             return Start::Pass;
         };
@@ -100,16 +100,24 @@ impl Exchange {
             // No rule for this route and no global configuration: not the agent's request.
             return Start::Pass;
         };
+        let Some(api) = admit::api_of(&path, &cfg) else {
+            return Start::Pass;
+        };
         if cfg.tools.is_empty() {
             admit::not_ready(port);
             return Start::Answered;
         }
-        let meta = admit::meta(port, &cfg, arrival());
+        let meta = admit::meta(port, &cfg, arrival(), api);
         self.rid = meta.id.clone();
         let now_ms = meta.now_ms;
         for name in cfg.identity_headers() {
             // The client's identity is for its tools' APIs, never for the LLM.
             set_header(port, &self.rid, Headers::Request, &name, None);
+        }
+        if api == Api::Responses {
+            // The model speaks chat completions: a first turn forwarded through the route goes to
+            // `llm.path`. Set now, at request-header time, while the headers can still change.
+            set_header(port, &self.rid, Headers::Request, ":path", Some(&cfg.llm.path));
         }
         if let Some(key) = &cfg.llm.api_key {
             // The consumer's credentials are for the gateway, never for the provider.

@@ -1,9 +1,12 @@
 //! OpenAI chat-completions shapes: the client's request (typed where we read it, the rest kept as
-//! sent), the LLM's reply, and the answers we write (JSON, SSE chunks, errors).
+//! sent), the LLM's reply, and the answers we write (JSON, SSE chunks, errors). The Responses API's
+//! request becomes such a chat request (`responses`); its answer is written by `responses_out`.
 
 pub mod answer;
 pub mod message;
 pub mod reasoning;
+pub mod responses;
+pub mod responses_out;
 pub mod sse;
 pub mod text_calls;
 
@@ -157,6 +160,13 @@ pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// `completion_tokens_details.reasoning_tokens`, when the provider counts them (0: unknown).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -165,6 +175,7 @@ impl Usage {
         self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
         self.completion_tokens = self.completion_tokens.saturating_add(other.completion_tokens);
         self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
 
     fn from_value(v: Option<&Value>) -> Usage {
@@ -174,7 +185,11 @@ impl Usage {
             0 => p.saturating_add(c),
             t => t,
         };
-        Usage { prompt_tokens: p, completion_tokens: c, total_tokens: total }
+        let reasoning_tokens = v
+            .and_then(|u| u.pointer("/completion_tokens_details/reasoning_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        Usage { prompt_tokens: p, completion_tokens: c, total_tokens: total, reasoning_tokens }
     }
 }
 

@@ -40,7 +40,7 @@ fn content_parts_are_flattened() {
 fn llm_reply_parsing() {
     let r = LlmReply::parse(br#"{"model":"q","choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#).unwrap();
     assert_eq!(r.content, "hi");
-    assert_eq!(r.usage, Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
+    assert_eq!(r.usage, Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, reasoning_tokens: 0 });
     assert!(LlmReply::parse(br#"{"choices":[]}"#).unwrap_err().contains("no choices"));
     assert!(LlmReply::parse(br#"{"error":{"message":"quota"}}"#).unwrap_err().contains("quota"));
     assert!(LlmReply::parse(br#"{"id": "chatcmpl-123", "choices": [{"index": 0"#).unwrap_err().contains("not JSON"));
@@ -74,9 +74,9 @@ fn sse_framing() {
 
 #[test]
 fn usage_sums_saturate() {
-    let mut u = Usage { prompt_tokens: u64::MAX, completion_tokens: 1, total_tokens: u64::MAX };
-    u.add(Usage { prompt_tokens: 5, completion_tokens: 1, total_tokens: 5 });
-    assert_eq!(u, Usage { prompt_tokens: u64::MAX, completion_tokens: 2, total_tokens: u64::MAX });
+    let mut u = Usage { prompt_tokens: u64::MAX, completion_tokens: 1, total_tokens: u64::MAX, reasoning_tokens: 0 };
+    u.add(Usage { prompt_tokens: 5, completion_tokens: 1, total_tokens: 5, reasoning_tokens: 0 });
+    assert_eq!(u, Usage { prompt_tokens: u64::MAX, completion_tokens: 2, total_tokens: u64::MAX, reasoning_tokens: 0 });
     let r = LlmReply::parse(br#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":9}}"#).unwrap();
     assert_eq!(r.usage.total_tokens, u64::MAX);
 }

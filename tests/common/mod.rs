@@ -65,6 +65,8 @@ pub struct Harness {
     /// The host streams (the dynamic module): streamed LLM calls get their turn as SSE, in pieces of
     /// `sse_piece` bytes.
     pub live: bool,
+    /// The API the client speaks (the path the host admitted).
+    pub api: api_agent::agent::Api,
     pub sse_piece: usize,
     /// Live: end a 2xx SSE reply with an empty `CallReply` body, as the dynamic module does.
     pub sse_body_left_out: bool,
@@ -148,6 +150,7 @@ impl Harness {
             client_headers: Vec::new(),
             token_cache: Rc::new(RefCell::new(TokenCache::default())),
             live: false,
+            api: Default::default(),
             sse_piece: 16,
             sse_body_left_out: false,
         }
@@ -187,6 +190,7 @@ impl Harness {
             client_headers: ClientHeaders(self.client_headers.clone()),
             live: self.live,
             trace: Vec::new(),
+            api: self.api,
         };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         self.token_cache.borrow_mut().seed(&mut agent, START_MS);

@@ -1,0 +1,396 @@
+//! The OpenAI Responses API in front of the agent: a `POST …/responses` body, typed where it is read,
+//! translated into the chat-completions request the loop runs (the model is always asked with chat
+//! completions). What the answer echoes back (`instructions`, `tools`, `metadata`, …) is kept as
+//! `Echo`; `responses_out.rs` writes the answer. Fields this file does not know pass through to the
+//! model unchanged, as chat requests' do.
+
+use super::responses_out::Echo;
+use super::ChatRequest;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// Why a Responses request is refused (a 400).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestError {
+    /// Not a Responses body the gateway can read.
+    Invalid(String),
+    /// The request refers to state the gateway would have to keep (`previous_response_id`, …).
+    Stateful(&'static str),
+    /// A tool the provider hosts (`web_search`, `file_search`, …): the gateway has none of them.
+    HostedTool(String),
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::Invalid(why) => f.write_str(why),
+            RequestError::Stateful(field) => write!(
+                f,
+                "'{field}' is not supported: the gateway keeps no state between requests; send the whole \
+                 conversation in 'input' (with store: false)"
+            ),
+            RequestError::HostedTool(kind) => write!(
+                f,
+                "tools of type '{kind}' are not supported: the gateway runs only its own tools and the \
+                 client's 'function' tools"
+            ),
+        }
+    }
+}
+
+fn invalid(why: impl Into<String>) -> RequestError {
+    RequestError::Invalid(why.into())
+}
+
+/// The fields of a Responses request the gateway reads; the rest (`extra`) passes to the model.
+#[derive(Debug, Deserialize)]
+struct Request {
+    #[serde(default)]
+    model: Option<Value>,
+    input: Option<Input>,
+    #[serde(default)]
+    instructions: Option<Value>,
+    #[serde(default)]
+    tools: Option<Vec<Value>>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    max_output_tokens: Option<Value>,
+    #[serde(default)]
+    reasoning: Option<Value>,
+    #[serde(default)]
+    text: Option<Value>,
+    #[serde(default)]
+    stream: Option<Value>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Input {
+    Text(String),
+    Items(Vec<Value>),
+}
+
+/// Fields that ask the gateway to keep or fetch state: refused unless absent, null or false.
+const STATEFUL: [&str; 4] = ["previous_response_id", "conversation", "store", "prompt"];
+/// Responses-only fields no chat model takes: kept for the answer's echo, never sent on.
+const NOT_SENT: [&str; 8] =
+    ["metadata", "user", "include", "truncation", "background", "stream_options", "top_logprobs", "max_tool_calls"];
+/// What the answer repeats from the request, as OpenAI's Responses objects do.
+const ECHOED: [&str; 7] = ["metadata", "user", "parallel_tool_calls", "temperature", "top_p", "truncation", "store"];
+
+/// A Responses body as the chat-completions request the loop runs, and what its answer echoes.
+pub fn translate(body: &[u8]) -> Result<(ChatRequest, Echo), RequestError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| invalid(format!("the request body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(invalid("the request body must be a JSON object"));
+    }
+    let req: Request = serde_json::from_value(value).map_err(|e| invalid(format!("the request body: {e}")))?;
+    refuse_state(&req.extra)?;
+    let mut t = Translation::default();
+    if let Some(model) = req.model {
+        t.chat.insert("model".into(), model);
+    }
+    let messages = t.messages(req.instructions, req.input)?;
+    t.chat.insert("messages".into(), Value::Array(messages));
+    t.tools(req.tools, req.tool_choice)?;
+    t.controls(req.max_output_tokens, req.reasoning, req.text)?;
+    match req.stream {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(on)) => {
+            t.chat.insert("stream".into(), Value::Bool(on));
+        }
+        Some(_) => return Err(invalid("'stream' must be true or false")),
+    }
+    t.pass_on(req.extra);
+    let body = Value::Object(t.chat).to_string();
+    let chat = ChatRequest::parse(body.as_bytes()).map_err(RequestError::Invalid)?;
+    t.echo.model = chat.model.clone().unwrap_or_default();
+    Ok((chat, t.echo))
+}
+
+/// The chat request being written, and what the answer will echo.
+#[derive(Default)]
+struct Translation {
+    chat: Map<String, Value>,
+    echo: Echo,
+}
+
+impl Translation {
+    /// `instructions` as the first system message, then the input.
+    fn messages(&mut self, instructions: Option<Value>, input: Option<Input>) -> Result<Vec<Value>, RequestError> {
+        let mut messages = Vec::new();
+        if let Some(instructions) = instructions.filter(|v| !v.is_null()) {
+            let Value::String(text) = &instructions else {
+                return Err(invalid("'instructions' must be a string"));
+            };
+            messages.push(json!({"role": "system", "content": text}));
+            self.echo.fields.insert("instructions".into(), instructions);
+        }
+        match input {
+            Some(Input::Text(text)) => messages.push(json!({"role": "user", "content": text})),
+            Some(Input::Items(items)) => messages.extend(items_to_messages(&items)?),
+            None => return Err(invalid("'input' is required")),
+        }
+        Ok(messages)
+    }
+
+    /// The client's function tools and its `tool_choice` (sent only with tools).
+    fn tools(&mut self, tools: Option<Vec<Value>>, choice: Option<Value>) -> Result<(), RequestError> {
+        let tools = tools.unwrap_or_default();
+        let choice = choice.filter(|v| !v.is_null());
+        let chat_tools = function_tools(&tools)?;
+        if !chat_tools.is_empty() {
+            self.chat.insert("tools".into(), Value::Array(chat_tools));
+            if let Some(choice) = &choice {
+                self.chat.insert("tool_choice".into(), tool_choice(choice)?);
+            }
+        }
+        self.echo.fields.insert("tools".into(), Value::Array(tools));
+        self.echo.fields.insert("tool_choice".into(), choice.unwrap_or(json!("auto")));
+        Ok(())
+    }
+
+    /// `max_output_tokens`, `reasoning` and `text` as chat's controls.
+    fn controls(
+        &mut self,
+        max: Option<Value>,
+        reasoning_: Option<Value>,
+        text: Option<Value>,
+    ) -> Result<(), RequestError> {
+        if let Some(max) = max.filter(|v| !v.is_null()) {
+            if max.as_u64().is_none_or(|n| n == 0) {
+                return Err(invalid("'max_output_tokens' must be a positive integer"));
+            }
+            self.chat.insert("max_tokens".into(), max.clone());
+            self.echo.fields.insert("max_output_tokens".into(), max);
+        }
+        if let Some(r) = reasoning_.filter(|v| !v.is_null()) {
+            reasoning(&r, &mut self.chat)?;
+            self.echo.fields.insert("reasoning".into(), r);
+        }
+        if let Some(t) = text.filter(|v| !v.is_null()) {
+            text_config(&t, &mut self.chat)?;
+            self.echo.fields.insert("text".into(), t);
+        }
+        Ok(())
+    }
+
+    /// The fields this file does not read: echoed when the answer repeats them, passed to the model
+    /// unless they are Responses-only.
+    fn pass_on(&mut self, extra: Map<String, Value>) {
+        for (k, v) in extra {
+            if ECHOED.contains(&k.as_str()) {
+                self.echo.fields.insert(k.clone(), v.clone());
+            }
+            if !NOT_SENT.contains(&k.as_str()) && !STATEFUL.contains(&k.as_str()) && !self.chat.contains_key(&k) {
+                self.chat.insert(k, v);
+            }
+        }
+    }
+}
+
+/// `previous_response_id`, `conversation`, `prompt`, `store: true`, `background: true`.
+fn refuse_state(extra: &Map<String, Value>) -> Result<(), RequestError> {
+    for field in STATEFUL {
+        match extra.get(field) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+            Some(_) => return Err(RequestError::Stateful(field)),
+        }
+    }
+    if extra.get("background").is_some_and(|v| v.as_bool() == Some(true)) {
+        return Err(RequestError::Stateful("background"));
+    }
+    Ok(())
+}
+
+/// The input items as chat messages: consecutive `function_call` items (and the assistant text
+/// before them) make one assistant message with `tool_calls`.
+fn items_to_messages(items: &[Value]) -> Result<Vec<Value>, RequestError> {
+    let mut out: Vec<Value> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = |e: RequestError| match e {
+            RequestError::Invalid(why) => invalid(format!("input[{i}]: {why}")),
+            other => other,
+        };
+        let kind = item.get("type").and_then(Value::as_str);
+        match kind {
+            Some("message") => out.push(message(item).map_err(at)?),
+            None if item.get("role").is_some() => out.push(message(item).map_err(at)?),
+            Some("function_call") => push_call(&mut out, item).map_err(at)?,
+            Some("function_call_output") => out.push(call_output(item).map_err(at)?),
+            // The model's earlier thinking: chat models take none back in the client's history.
+            Some("reasoning") => {}
+            Some("item_reference") => return Err(RequestError::Stateful("item_reference")),
+            Some(other) => return Err(at(invalid(format!("items of type '{other}' are not supported")))),
+            None => return Err(at(invalid("an item needs a 'type' (or a 'role' for a message)"))),
+        }
+    }
+    Ok(out)
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, RequestError> {
+    v.get(key).and_then(Value::as_str).ok_or_else(|| invalid(format!("'{key}' must be a string")))
+}
+
+/// A `message` item: its role, and its content as a string or chat content parts.
+fn message(item: &Value) -> Result<Value, RequestError> {
+    let role = match str_field(item, "role")? {
+        r @ ("user" | "system" | "developer" | "assistant") => r,
+        other => return Err(invalid(format!("unknown role '{other}'"))),
+    };
+    let content = match item.get("content") {
+        Some(Value::String(s)) => Value::String(s.clone()),
+        Some(Value::Array(parts)) if role == "assistant" => Value::String(assistant_text(parts)?),
+        Some(Value::Array(parts)) => Value::Array(parts.iter().map(part).collect::<Result<_, _>>()?),
+        _ => return Err(invalid("'content' must be a string or an array of parts")),
+    };
+    Ok(json!({"role": role, "content": content}))
+}
+
+/// An earlier answer's parts (`output_text`, `refusal`) as one text.
+fn assistant_text(parts: &[Value]) -> Result<String, RequestError> {
+    let mut text = String::new();
+    for p in parts {
+        match p.get("type").and_then(Value::as_str) {
+            Some("output_text" | "input_text") => text.push_str(str_field(p, "text")?),
+            Some("refusal") => text.push_str(str_field(p, "refusal")?),
+            other => {
+                return Err(invalid(format!("an assistant message cannot hold a '{}' part", other.unwrap_or("?"))))
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// A user or system content part as the chat part it means.
+fn part(p: &Value) -> Result<Value, RequestError> {
+    match p.get("type").and_then(Value::as_str) {
+        Some("input_text" | "output_text") => Ok(json!({"type": "text", "text": str_field(p, "text")?})),
+        Some("input_image") => match p.get("image_url").and_then(Value::as_str) {
+            Some(url) => Ok(
+                json!({"type": "image_url", "image_url": {"url": url, "detail": p.get("detail").cloned().unwrap_or(json!("auto"))}}),
+            ),
+            None => Err(invalid("an 'input_image' part needs an 'image_url' (file ids need stored files)")),
+        },
+        Some("input_file") => match (p.get("file_data"), p.get("filename")) {
+            (Some(Value::String(data)), name) => Ok(
+                json!({"type": "file", "file": {"file_data": data, "filename": name.cloned().unwrap_or(Value::Null)}}),
+            ),
+            _ => Err(invalid("an 'input_file' part needs 'file_data' (file ids and URLs need stored files)")),
+        },
+        Some(other) => Err(invalid(format!("content parts of type '{other}' are not supported"))),
+        None => Err(invalid("a content part has no 'type'")),
+    }
+}
+
+/// A `function_call` item: a tool call of the assistant message before it, or of a new one.
+fn push_call(out: &mut Vec<Value>, item: &Value) -> Result<(), RequestError> {
+    let call = json!({"id": str_field(item, "call_id")?, "type": "function",
+        "function": {"name": str_field(item, "name")?, "arguments": str_field(item, "arguments")?}});
+    let last_is_assistant = out.last().is_some_and(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
+    if !last_is_assistant {
+        out.push(json!({"role": "assistant", "content": null}));
+    }
+    if let Some(Value::Object(m)) = out.last_mut() {
+        match m.get_mut("tool_calls") {
+            Some(Value::Array(calls)) => calls.push(call),
+            _ => {
+                m.insert("tool_calls".into(), json!([call]));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `function_call_output` item: the `tool` message of its call.
+fn call_output(item: &Value) -> Result<Value, RequestError> {
+    let output = match item.get("output") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
+        }
+        _ => return Err(invalid("'output' must be a string or an array of parts")),
+    };
+    Ok(json!({"role": "tool", "tool_call_id": str_field(item, "call_id")?, "content": output}))
+}
+
+/// The client's `function` tools as chat tools; any other type is a tool the provider hosts.
+fn function_tools(tools: &[Value]) -> Result<Vec<Value>, RequestError> {
+    tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match t.get("type").and_then(Value::as_str) {
+            Some("function") => {
+                let name = str_field(t, "name").map_err(|_| invalid(format!("tools[{i}]: 'name' must be a string")))?;
+                let mut f = Map::new();
+                f.insert("name".into(), json!(name));
+                for key in ["description", "parameters", "strict"] {
+                    if let Some(v) = t.get(key).filter(|v| !v.is_null()) {
+                        f.insert(key.into(), v.clone());
+                    }
+                }
+                Ok(json!({"type": "function", "function": f}))
+            }
+            Some(other) => Err(RequestError::HostedTool(other.to_string())),
+            None => Err(invalid(format!("tools[{i}] has no 'type'"))),
+        })
+        .collect()
+}
+
+/// `auto`, `none`, `required`, or one function by name.
+fn tool_choice(choice: &Value) -> Result<Value, RequestError> {
+    match choice {
+        Value::String(s) if ["auto", "none", "required"].contains(&s.as_str()) => Ok(choice.clone()),
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
+            Ok(json!({"type": "function", "function": {"name": str_field(choice, "name")?}}))
+        }
+        _ => Err(invalid("'tool_choice' must be 'auto', 'none', 'required' or {type: function, name}")),
+    }
+}
+
+/// `reasoning.effort` as chat's `reasoning_effort` (the summary is the provider's to write).
+fn reasoning(r: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestError> {
+    if !r.is_object() {
+        return Err(invalid("'reasoning' must be an object"));
+    }
+    match r.get("effort") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(effort)) => {
+            chat.insert("reasoning_effort".into(), json!(effort));
+            Ok(())
+        }
+        Some(_) => Err(invalid("'reasoning.effort' must be a string")),
+    }
+}
+
+/// `text.format` as chat's `response_format` (JSON mode), `text.verbosity` as chat's `verbosity`.
+fn text_config(t: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestError> {
+    if let Some(v) = t.get("verbosity").filter(|v| !v.is_null()) {
+        chat.insert("verbosity".into(), v.clone());
+    }
+    let Some(format) = t.get("format").filter(|v| !v.is_null()) else {
+        return Ok(());
+    };
+    let rf = match format.get("type").and_then(Value::as_str) {
+        Some("text") => return Ok(()),
+        Some("json_object") => json!({"type": "json_object"}),
+        Some("json_schema") => {
+            let schema = format.get("schema").filter(|s| s.is_object());
+            let schema = schema.ok_or_else(|| invalid("'text.format.schema' must be an object"))?;
+            let mut js = Map::new();
+            js.insert("name".into(), format.get("name").cloned().unwrap_or(json!("answer")));
+            js.insert("schema".into(), schema.clone());
+            if let Some(strict) = format.get("strict").filter(|v| !v.is_null()) {
+                js.insert("strict".into(), strict.clone());
+            }
+            json!({"type": "json_schema", "json_schema": js})
+        }
+        _ => return Err(invalid("'text.format.type' must be 'text', 'json_object' or 'json_schema'")),
+    };
+    chat.insert("response_format".into(), rf);
+    Ok(())
+}
