@@ -6,6 +6,7 @@
 
 use super::envoy::{EnvoyConfig, Scheduler};
 use super::{now_ms, timer};
+use crate::host::calls::Outgoing;
 use crate::host::discovery::{Answer, Listings, RootPort};
 use crate::host::Instance;
 use serde_json::Value;
@@ -76,14 +77,8 @@ struct Port<'a> {
 }
 
 impl RootPort for Port<'_> {
-    fn callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-        timeout_ms: u64,
-    ) -> Result<u64, String> {
-        self.envoy.callout(cluster, headers, body, timeout_ms).map_err(|code| format!("init result {code}"))
+    fn callout(&self, call: &Outgoing<'_>) -> Result<u64, String> {
+        self.envoy.callout(call).map_err(|code| format!("init result {code}"))
     }
 
     fn now_ms(&self) -> u64 {

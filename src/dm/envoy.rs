@@ -4,6 +4,8 @@
 #![allow(unsafe_code)]
 
 use super::abi::*;
+use crate::host::calls::Outgoing;
+use crate::host::port::SUMMARY_STATE_KEYS;
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::{Arc, Mutex};
@@ -22,23 +24,15 @@ pub fn log_enabled(level: u32) -> bool {
 type CalloutFn =
     unsafe extern "C" fn(*mut c_void, *mut u64, ModuleBuffer, *mut ModuleHeader, usize, ModuleBuffer, u64) -> u32;
 
-/// Starts a callout with Envoy's `start` for `owner`; `Err` carries Envoy's init result.
-fn start_callout(
-    start: CalloutFn,
-    owner: *mut c_void,
-    cluster: &str,
-    headers: &[(&str, &str)],
-    body: Option<&[u8]>,
-    timeout_ms: u64,
-) -> Result<u64, u32> {
-    let mut hs = module_headers(headers);
-    let body = body.map_or_else(ModuleBuffer::null, ModuleBuffer::of);
+/// Starts `call` with Envoy's `start` for `owner`; `Err` carries Envoy's init result.
+fn start_callout(start: CalloutFn, owner: *mut c_void, call: &Outgoing<'_>) -> Result<u64, u32> {
+    let mut hs = module_headers(&call.headers);
+    let body = call.body.map_or_else(ModuleBuffer::null, ModuleBuffer::of);
+    let cluster = ModuleBuffer::of(call.cluster.as_bytes());
     let mut id = 0u64;
     // SAFETY: `owner` is the live filter or configuration `start` belongs to; every buffer outlives
     // the call (Envoy copies them).
-    let result = unsafe {
-        start(owner, &mut id, ModuleBuffer::of(cluster.as_bytes()), hs.as_mut_ptr(), hs.len(), body, timeout_ms)
-    };
+    let result = unsafe { start(owner, &mut id, cluster, hs.as_mut_ptr(), hs.len(), body, call.timeout_ms) };
     if result == INIT_SUCCESS {
         Ok(id)
     } else {
@@ -86,22 +80,9 @@ impl EnvoyConfig {
 
     /// Starts a callout of the configuration (outside any stream; its reply comes to the main
     /// thread's `on_http_filter_config_http_callout_done`). `Err` carries Envoy's init result.
-    pub fn callout(
-        self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-        timeout_ms: u64,
-    ) -> Result<u64, u32> {
+    pub fn callout(self, call: &Outgoing<'_>) -> Result<u64, u32> {
         // The configuration is Envoy's until config_destroy.
-        start_callout(
-            envoy_dynamic_module_callback_http_filter_config_http_callout,
-            self.0,
-            cluster,
-            headers,
-            body,
-            timeout_ms,
-        )
+        start_callout(envoy_dynamic_module_callback_http_filter_config_http_callout, self.0, call)
     }
 
     /// A scheduler of the configuration: wake-ups come back on the main thread.
@@ -220,33 +201,15 @@ impl Envoy {
     }
 
     /// Starts a callout; `Err` carries Envoy's init result.
-    pub fn callout(
-        self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-        timeout_ms: u64,
-    ) -> Result<u64, u32> {
-        start_callout(
-            envoy_dynamic_module_callback_http_filter_http_callout,
-            self.0,
-            cluster,
-            headers,
-            body,
-            timeout_ms,
-        )
+    pub fn callout(self, call: &Outgoing<'_>) -> Result<u64, u32> {
+        start_callout(envoy_dynamic_module_callback_http_filter_http_callout, self.0, call)
     }
 
     /// Starts a streamed callout with its whole request; its reply comes to the `http_stream_*`
     /// hooks. `Err` carries Envoy's init result.
-    pub fn start_stream(
-        self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        timeout_ms: u64,
-    ) -> Result<u64, u32> {
-        let mut hs = module_headers(headers);
+    pub fn start_stream(self, call: &Outgoing<'_>) -> Result<u64, u32> {
+        let (cluster, body, timeout_ms) = (call.cluster, call.body.unwrap_or_default(), call.timeout_ms);
+        let mut hs = module_headers(&call.headers);
         let mut id = 0u64;
         // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
         let result = unsafe {
@@ -289,12 +252,12 @@ impl Envoy {
     }
 
     /// The request's summary: dynamic metadata `namespace.<field>` (numbers as numbers) and filter
-    /// state `wasm.<namespace>.<field>` (text), with the callbacks this Envoy has.
+    /// state (`SUMMARY_STATE_KEYS`, text), with the callbacks this Envoy has.
     pub fn set_summary(self, namespace: &str, fields: &[(&'static str, crate::agent::summary::Value)]) {
         use crate::agent::summary::Value;
         let o = super::optional::optional();
         let ns = ModuleBuffer::of(namespace.as_bytes());
-        for (name, value) in fields {
+        for ((name, value), state_key) in fields.iter().zip(SUMMARY_STATE_KEYS) {
             let key = ModuleBuffer::of(name.as_bytes());
             let text = value.to_string();
             // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
@@ -305,7 +268,6 @@ impl Envoy {
                     _ => {}
                 }
                 if let Some(set) = o.filter_state {
-                    let state_key = format!("wasm.{namespace}.{name}");
                     set(self.0, ModuleBuffer::of(state_key.as_bytes()), ModuleBuffer::of(text.as_bytes()));
                 }
             }

@@ -403,18 +403,15 @@ impl Host for Stream {
     }
 
     fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
-        let mut headers = calls::headers(call);
+        let mut out = calls::Outgoing::of_call(call);
         let started = if call.stream {
-            let body = call.body.as_deref().unwrap_or_default();
             // Envoy sends a streamed request's body chunked unless told its length, and not every
             // LLM server reads chunked request bodies.
-            let length = body.len().to_string();
-            headers.push(("content-length", &length));
-            let started = self.envoy.start_stream(&call.cluster, &headers, body, call.timeout_ms);
-            started.map(|sid| self.streams.insert(sid, call.id))
+            let length = out.body.unwrap_or_default().len().to_string();
+            out.headers.push(("content-length", &length));
+            self.envoy.start_stream(&out).map(|sid| self.streams.insert(sid, call.id))
         } else {
-            let started = self.envoy.callout(&call.cluster, &headers, call.body.as_deref(), call.timeout_ms);
-            started.map(|id| self.ex.calls.insert(id, call.id))
+            self.envoy.callout(&out).map(|id| self.ex.calls.insert(id, call.id))
         };
         match started {
             Ok(()) => {

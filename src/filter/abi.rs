@@ -260,10 +260,11 @@ pub fn send_local_response(status: u16, headers: &[(&str, &str)], body: &[u8]) -
 }
 
 /// Dispatches an HTTP callout; the token identifies its `proxy_on_http_call_response`.
-pub fn http_call(cluster: &str, headers: &[(&str, &str)], body: Option<&[u8]>, timeout_ms: u32) -> HostResult<u32> {
-    let h = encode_pairs(headers);
+pub fn http_call(call: &crate::host::calls::Outgoing<'_>) -> HostResult<u32> {
+    let (cluster, timeout_ms) = (call.cluster, u32::try_from(call.timeout_ms).unwrap_or(u32::MAX));
+    let h = encode_pairs(&call.headers);
     let t = encode_pairs(&[]);
-    let (b, bl) = body.map_or((null(), 0), |b| (b.as_ptr(), b.len()));
+    let (b, bl) = call.body.map_or((null(), 0), |b| (b.as_ptr(), b.len()));
     let mut token = 0;
     // SAFETY: pointers and lengths of live buffers; the host writes one u32.
     check(unsafe {

@@ -226,8 +226,7 @@ impl Host for Http {
     }
 
     fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
-        let timeout = u32::try_from(call.timeout_ms).unwrap_or(u32::MAX);
-        match abi::http_call(&call.cluster, &calls::headers(call), call.body.as_deref(), timeout) {
+        match abi::http_call(&calls::Outgoing::of_call(call)) {
             Ok(token) => {
                 calls::log_sent(self.ex.rid(), call);
                 self.ex.calls.insert(u64::from(token), call.id);

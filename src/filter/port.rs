@@ -3,9 +3,10 @@
 
 use super::abi::{self, Map, Metric};
 use crate::agent::summary::Value;
+use crate::host::calls::Outgoing;
 use crate::host::discovery::RootPort;
 use crate::host::metrics::{Kind, MetricSink, Metrics, CATALOGUE};
-use crate::host::port::SUMMARY_NAMESPACE;
+use crate::host::port::SUMMARY_STATE_KEYS;
 use crate::host::{Attr, Headers, Port};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -68,10 +69,10 @@ impl Port for Current {
     }
 
     fn set_summary(&self, fields: &[(&'static str, Value)]) {
-        for (name, value) in fields {
-            let path = format!("{SUMMARY_NAMESPACE}.{name}");
-            if let Err(s) = abi::set_property(&path, value.to_string().as_bytes()) {
-                log::debug!("setting filter state wasm.{path} failed: {s:?}");
+        for ((_, value), key) in fields.iter().zip(SUMMARY_STATE_KEYS) {
+            let path = key.strip_prefix("wasm.").unwrap_or(key);
+            if let Err(s) = abi::set_property(path, value.to_string().as_bytes()) {
+                log::debug!("setting filter state {key} failed: {s:?}");
                 return;
             }
         }
@@ -153,15 +154,8 @@ pub struct Root<'a> {
 }
 
 impl RootPort for Root<'_> {
-    fn callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-        timeout_ms: u64,
-    ) -> Result<u64, String> {
-        let timeout = u32::try_from(timeout_ms).unwrap_or(u32::MAX);
-        abi::http_call(cluster, headers, body, timeout).map(u64::from).map_err(|s| format!("{s:?}"))
+    fn callout(&self, call: &Outgoing<'_>) -> Result<u64, String> {
+        abi::http_call(call).map(u64::from).map_err(|s| format!("{s:?}"))
     }
 
     fn now_ms(&self) -> u64 {

@@ -3,6 +3,7 @@
 
 use crate::agent::{Call, CallId, Failure};
 use crate::doc::truncate;
+use crate::tools::Request;
 use std::collections::BTreeMap;
 
 /// The callouts a stream has in flight: the host's token → the agent's call.
@@ -20,11 +21,40 @@ impl CallTable {
     }
 }
 
-/// The headers a call goes out with: pseudo-headers first, then the call's own.
-pub fn headers(call: &Call) -> Vec<(&str, &str)> {
-    let mut headers = Vec::with_capacity(call.headers.len() + 4);
-    headers.extend([(":method", call.method), (":path", call.path.as_str()), (":authority", call.authority.as_str())]);
-    headers.extend(call.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+/// A callout as a host starts it: the Envoy cluster, the headers (pseudo-headers first), the body
+/// and the timeout. Stream calls and MCP listings both go out as one.
+#[derive(Debug)]
+pub struct Outgoing<'a> {
+    pub cluster: &'a str,
+    pub headers: Vec<(&'a str, &'a str)>,
+    pub body: Option<&'a [u8]>,
+    pub timeout_ms: u64,
+}
+
+impl<'a> Outgoing<'a> {
+    /// `request` sent to `cluster`.
+    pub fn of(cluster: &'a str, request: &'a Request, timeout_ms: u64) -> Self {
+        let headers = pseudo(request.method, &request.path, &request.authority, &request.headers);
+        Outgoing { cluster, headers, body: request.body.as_deref(), timeout_ms }
+    }
+
+    /// An agent's call.
+    pub fn of_call(call: &'a Call) -> Self {
+        let headers = pseudo(call.method, &call.path, &call.authority, &call.headers);
+        Outgoing { cluster: &call.cluster, headers, body: call.body.as_deref(), timeout_ms: call.timeout_ms }
+    }
+}
+
+/// Pseudo-headers first, then the request's own.
+fn pseudo<'a>(
+    method: &'a str,
+    path: &'a str,
+    authority: &'a str,
+    own: &'a [(String, String)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut headers = Vec::with_capacity(own.len() + 4);
+    headers.extend([(":method", method), (":path", path), (":authority", authority)]);
+    headers.extend(own.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     headers
 }
 

@@ -3,6 +3,7 @@
 //! complete list swaps in a new configuration (catalog, prompt, native tools) in one step. A failing
 //! server keeps the tools it had (logged) and is listed again after a backoff (`Discovery`).
 
+use super::calls::Outgoing;
 use super::instance::Instance;
 use crate::config::{Api, Config};
 use crate::tools::mcp::discovery::{Discovery, Outcome};
@@ -16,13 +17,7 @@ pub const INTERVAL_MS: u64 = 5 * 60 * 1000;
 /// What discovery needs of its host: callouts outside any stream, a clock, and a place to count.
 pub trait RootPort {
     /// Starts a callout; the host's token, or why it could not start.
-    fn callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-        timeout_ms: u64,
-    ) -> Result<u64, String>;
+    fn callout(&self, call: &Outgoing<'_>) -> Result<u64, String>;
     fn now_ms(&self) -> u64;
     /// One listing's outcome: `listed`, `failed` or `refused` (the `mcp_listings` metric).
     fn counted(&self, api: usize, outcome: &'static str);
@@ -121,10 +116,7 @@ impl Listings {
         else {
             return;
         };
-        let mut headers: Vec<(&str, &str)> =
-            vec![(":method", request.method), (":path", &request.path), (":authority", &request.authority)];
-        headers.extend(request.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        match port.callout(&cluster, &headers, request.body.as_deref(), timeout) {
+        match port.callout(&Outgoing::of(&cluster, &request, timeout)) {
             Ok(token) => {
                 self.calls.insert(token, i);
             }

@@ -31,12 +31,38 @@ pub trait Port {
     fn set_summary(&self, fields: &[(&'static str, Value)]);
 }
 
-/// The namespace of the summary's dynamic metadata, and the prefix of its filter state keys.
+/// The namespace of the summary's dynamic metadata.
 pub const SUMMARY_NAMESPACE: &str = "api_agent";
+
+/// The summary's filter-state keys, in `agent::summary::FIELDS` order: written once, not formatted
+/// per request (Proxy-Wasm sets them without the `wasm.` prefix, which Envoy adds).
+pub const SUMMARY_STATE_KEYS: [&str; 9] = [
+    "wasm.api_agent.turns",
+    "wasm.api_agent.tool_calls",
+    "wasm.api_agent.tool_errors",
+    "wasm.api_agent.input_tokens",
+    "wasm.api_agent.output_tokens",
+    "wasm.api_agent.total_tokens",
+    "wasm.api_agent.model",
+    "wasm.api_agent.outcome",
+    "wasm.api_agent.duration_ms",
+];
 
 /// Sets or removes a header, logging a refusal.
 pub fn set_header(port: &impl Port, rid: &str, map: Headers, name: &str, value: Option<&str>) {
     if !port.set_header(map, name, value) {
         log::warn!("#{rid} setting header {name} failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_keys_follow_the_summary_fields() {
+        for (key, field) in SUMMARY_STATE_KEYS.iter().zip(crate::agent::summary::FIELDS) {
+            assert_eq!(*key, format!("wasm.{SUMMARY_NAMESPACE}.{field}"));
+        }
     }
 }
