@@ -362,7 +362,7 @@ mod config_errors {
             Config::from_slice(mcp(json!({"tokenExchange": exchange(), "forwardHeaders": ["x-user"]})).as_bytes())
                 .unwrap();
         assert!(cfg.apis[0].identity.token_exchange.is_some());
-        assert_eq!(cfg.identity_headers(), ["x-user", "authorization"]);
+        assert_eq!(cfg.identity_headers, ["x-user", "authorization"]);
     }
 
     #[test]

@@ -126,7 +126,7 @@ fn needed(cfg: &Config) -> Vec<String> {
 /// `--header NAME:VALUE`: the client's headers the configuration forwards or exchanges (others are
 /// ignored, with a warning).
 fn client_headers(args: &[String], cfg: &Config) -> Result<ClientHeaders, CliError> {
-    let used = cfg.identity_headers();
+    let used = cfg.identity_headers.clone();
     let mut out = Vec::new();
     for arg in args {
         let (name, value) = arg.split_once(':').ok_or_else(|| {

@@ -139,6 +139,8 @@ pub struct Config {
     pub responses_path: Option<String>,
     /// Things accepted but worth an operator's attention (ignored keys, skipped operations); logged once.
     pub warnings: Vec<String>,
+    /// The client's request headers that APIs forward or exchange, lower case, each once.
+    pub identity_headers: Vec<String>,
 }
 
 impl Config {
@@ -203,6 +205,7 @@ impl Config {
         let native_tools = native_tools(&tools);
         let react_prompt_json = doc::json_string_contents(&react_prompt);
         let native_tools_json = Value::Array(native_tools.clone()).to_string();
+        let identity_headers = Config::collect_identity_headers(&apis);
         Ok(Config {
             mode,
             loop_phase,
@@ -223,18 +226,17 @@ impl Config {
             return_reasoning,
             responses_path,
             warnings,
+            identity_headers,
         })
     }
 }
 
 impl Config {
-    /// Every configured secret, as written and as it appears percent-encoded in a query string, for
-    /// redaction from logs: `llm.apiKey`, `apiKey` values and static header values.
     /// The client's request headers that APIs forward or exchange (`forwardHeaders`,
-    /// `tokenExchange.subjectHeader`), lower case, each once.
-    pub fn identity_headers(&self) -> Vec<String> {
+    /// `tokenExchange.subjectHeader`), lower case, each once: found at load (`identity_headers`).
+    fn collect_identity_headers(apis: &[Api]) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
-        for identity in self.apis.iter().map(|a| &a.identity) {
+        for identity in apis.iter().map(|a| &a.identity) {
             let subject = identity.token_exchange.as_ref().map(|x| &x.subject_header);
             for name in identity.forward_headers.iter().chain(subject) {
                 if !names.contains(name) {
@@ -245,6 +247,8 @@ impl Config {
         names
     }
 
+    /// Every configured secret, as written and as it appears percent-encoded in a query string, for
+    /// redaction from logs: `llm.apiKey`, `apiKey` values and static header values.
     pub fn secrets(&self) -> Vec<String> {
         let mut raw: Vec<&str> = self.llm.api_key.iter().map(String::as_str).collect();
         for api in &self.apis {

@@ -76,12 +76,9 @@ fn context_headers(port: &impl Port, cfg: &Config) -> Vec<(String, String)> {
 /// absent.
 pub fn client_headers(port: &impl Port, cfg: &Config) -> ClientHeaders {
     let mut out: Vec<(String, String)> = Vec::new();
-    for name in cfg.identity_headers() {
-        if out.iter().any(|(k, _)| *k == name) {
-            continue;
-        }
-        if let Some(value) = port.header(Headers::Request, &name) {
-            out.push((name, value));
+    for name in &cfg.identity_headers {
+        if let Some(value) = port.header(Headers::Request, name) {
+            out.push((name.clone(), value));
         }
     }
     ClientHeaders(out)

@@ -110,9 +110,9 @@ impl Exchange {
         let meta = admit::meta(port, &cfg, arrival(), api);
         self.rid = meta.id.clone();
         let now_ms = meta.now_ms;
-        for name in cfg.identity_headers() {
+        for name in &cfg.identity_headers {
             // The client's identity is for its tools' APIs, never for the LLM.
-            set_header(port, &self.rid, Headers::Request, &name, None);
+            set_header(port, &self.rid, Headers::Request, name, None);
         }
         if api == Api::Responses {
             // The model speaks chat completions: a first turn forwarded through the route goes to
