@@ -7,7 +7,7 @@
 //!
 //! What is counted:
 //! - host calls: every call the layer makes through `Port` (header reads and writes, attributes, local
-//!   replies), `Host` (forward, dispatch, reply, clock) and `MetricSink` (one per metric update). Each
+//!   replies), `Host` (forward, dispatch, reply, clock, span notes) and `MetricSink` (one per metric update). Each
 //!   shim turns one of these into one ABI call (Proxy-Wasm: plus one `proxy_on_memory_allocate` for a
 //!   value it returns); the shims' own calls (reading bodies, callout replies) are fixed per event
 //!   and listed in BENCHMARKS.md.
@@ -15,6 +15,7 @@
 //!   made before the request starts; what a `Port` returns is the port's contract and is counted).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use api_agent::agent::spans::SpanNote;
 use api_agent::agent::{Call, CallId, Event, Failure, Reply};
 use api_agent::config::Plugin;
 use api_agent::host::admit::Arrival;
@@ -96,6 +97,9 @@ struct Calls {
     metrics: u32,
     /// Summary fields handed to Envoy (filter state / dynamic metadata): one host call each.
     summary: u32,
+    /// Tracer calls (the dynamic module): is the stream traced, and per span note one call (a call
+    /// carrying a span: two, its trace and span ids).
+    spans: u32,
 }
 
 impl Calls {
@@ -110,6 +114,7 @@ impl Calls {
             + self.clock
             + self.metrics
             + self.summary
+            + self.spans
     }
 }
 
@@ -127,6 +132,8 @@ impl Counter {
 /// The stream's headers, as Envoy would hand them.
 struct FakePort<'a> {
     calls: &'a Counter,
+    /// `Some`: the host has a tracer (the dynamic module); whether the stream is traced.
+    traced: Option<bool>,
     request: Vec<(&'static str, &'static str)>,
     response: Vec<(&'static str, &'static str)>,
 }
@@ -151,6 +158,12 @@ impl Port for FakePort<'_> {
     fn set_summary(&self, fields: &[(&'static str, api_agent::agent::summary::Value)]) {
         let n = u32::try_from(fields.len()).unwrap();
         self.calls.bump(|c| c.summary += n);
+    }
+    fn traced(&self) -> bool {
+        if self.traced.is_some() {
+            self.calls.bump(|c| c.spans += 1);
+        }
+        self.traced.unwrap_or(false)
     }
 }
 
@@ -195,6 +208,10 @@ impl Host for FakeHost<'_> {
         self.replied = Some(reply.status);
         true
     }
+    fn spans(&mut self, notes: Vec<SpanNote>) {
+        let n: u32 = notes.iter().map(|n| if matches!(n, SpanNote::Carry { .. }) { 2 } else { 1 }).sum();
+        self.calls.bump(|c| c.spans += n);
+    }
     fn exchange(&mut self) -> &mut Exchange {
         &mut self.ex
     }
@@ -232,12 +249,15 @@ struct Case {
     mode: &'static str,
     request_loop: bool,
     ops: usize,
+    /// The stream is traced: the agent's spans are made.
+    traced: bool,
 }
 
 impl Case {
     fn name(&self) -> String {
         let loop_name = if self.request_loop { "request" } else { "response" };
-        format!("{:?} {} loop:{} {} op(s)", self.shape, self.mode, loop_name, self.ops)
+        let traced = if self.traced { " traced" } else { "" };
+        format!("{:?} {} loop:{} {} op(s){traced}", self.shape, self.mode, loop_name, self.ops)
     }
 }
 
@@ -274,6 +294,7 @@ fn run(case: Case) -> Cost {
     let metrics: Metrics<usize> = Metrics::define(|m| CATALOGUE.iter().position(|c| c.name == m.name));
     let port = FakePort {
         calls: &counter,
+        traced: (case.shape == Shape::Module).then_some(case.traced),
         request: vec![
             (":method", "POST"),
             (":path", "/v1/chat/completions"),
@@ -341,10 +362,14 @@ fn cases() -> Vec<Case> {
             for request_loop in [false, true] {
                 // Native tool calling allows 128 tools (OpenAI's limit).
                 for ops in [1, if mode == "native" { 128 } else { 200 }] {
-                    all.push(Case { shape, mode, request_loop, ops });
+                    all.push(Case { shape, mode, request_loop, ops, traced: false });
                 }
             }
         }
+    }
+    // What the run's spans cost where the host makes them.
+    for mode in ["react", "native"] {
+        all.push(Case { shape: Shape::Module, mode, request_loop: false, ops: 1, traced: true });
     }
     all
 }
@@ -362,14 +387,17 @@ const CEILINGS: &[(&str, u32, u64, u64)] = &[
     ("Wasm native loop:response 128 op(s)", 38, 217, 91_350),
     ("Wasm native loop:request 1 op(s)", 37, 244, 20_503),
     ("Wasm native loop:request 128 op(s)", 37, 244, 142_423),
-    ("Module react loop:response 1 op(s)", 38, 209, 21_275),
-    ("Module react loop:response 200 op(s)", 38, 209, 132_872),
-    ("Module react loop:request 1 op(s)", 37, 236, 25_786),
-    ("Module react loop:request 200 op(s)", 37, 236, 211_781),
-    ("Module native loop:response 1 op(s)", 38, 217, 18_198),
-    ("Module native loop:response 128 op(s)", 38, 217, 91_350),
-    ("Module native loop:request 1 op(s)", 37, 244, 20_503),
-    ("Module native loop:request 128 op(s)", 37, 244, 142_423),
+    ("Module react loop:response 1 op(s)", 39, 209, 21_275),
+    ("Module react loop:response 200 op(s)", 39, 209, 132_872),
+    ("Module react loop:request 1 op(s)", 38, 236, 25_786),
+    ("Module react loop:request 200 op(s)", 38, 236, 211_781),
+    ("Module native loop:response 1 op(s)", 39, 217, 18_198),
+    ("Module native loop:response 128 op(s)", 39, 217, 91_350),
+    ("Module native loop:request 1 op(s)", 38, 244, 20_503),
+    ("Module native loop:request 128 op(s)", 38, 244, 142_423),
+    // The run's spans (`agent::spans`), made through Envoy's tracer.
+    ("Module react loop:response 1 op(s) traced", 79, 269, 26_071),
+    ("Module native loop:response 1 op(s) traced", 80, 281, 23_024),
 ];
 
 #[test]

@@ -105,6 +105,11 @@ impl Batch {
         self.in_flight.get(&id).map(|i| self.names[*i].as_str())
     }
 
+    /// The place of call `id` in its turn, while it is in flight.
+    pub fn index_of(&self, id: CallId) -> Option<usize> {
+        self.in_flight.get(&id).copied()
+    }
+
     pub fn args_of(&self, id: CallId) -> Option<&str> {
         self.in_flight.get(&id).map(|i| self.args[*i].as_str())
     }

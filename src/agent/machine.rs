@@ -15,6 +15,7 @@ use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
 use super::report::{Outcome, Report};
 use super::retry::{self, Retry};
+use super::spans::{self, Spans};
 use super::steps::{self, Steps};
 use super::tool_phase::ToolPhase;
 use super::wire;
@@ -71,6 +72,8 @@ pub struct Machine {
     pub(super) refused: Vec<&'static str>,
     /// The token budget ended the loop.
     budget_spent: bool,
+    /// The run's spans, where the host makes them (`Agent::trace`).
+    pub(super) spans: Spans,
     pub(super) state: State,
 }
 
@@ -95,6 +98,7 @@ impl Machine {
             identity,
             refused: Vec::new(),
             budget_spent: false,
+            spans: Spans::default(),
             state: State::AwaitRequest,
         }
     }
@@ -111,6 +115,9 @@ impl Machine {
         let (state, mut commands) = self.step(state, event, now_ms);
         if let Some(send) = keep_alive.filter(|_| !matches!(state, State::Done)) {
             commands.insert(0, send);
+        }
+        if matches!(state, State::Done) {
+            self.spans.end_run(&self.report);
         }
         self.state = state;
         if let Some(at) = self.wake_at() {
@@ -177,6 +184,7 @@ impl Machine {
     }
 
     fn start(&mut self, body: &[u8], now_ms: u64) -> Step {
+        self.spans.start(&self.cfg.tracing.agent_name);
         let (mut req, echo) = match wire::read_request(self.meta.api, body) {
             Ok(parsed) => parsed,
             Err(e) => return self.fail(e),
@@ -243,7 +251,10 @@ impl Machine {
             return self.ask(c, body, now_ms);
         }
         match llm::forwardable(&self.cfg, body) {
-            Ok(body) => (State::AwaitFirstLlm(c), vec![Command::Forward { body }]),
+            Ok(body) => {
+                self.spans.chat(&c.model);
+                (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
+            }
             Err(e) => self.fail(e),
         }
     }
@@ -252,6 +263,8 @@ impl Machine {
     fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         r.call.headers.extend_from_slice(&self.meta.trace);
+        self.spans.chat(self.cfg.llm.model.as_deref().unwrap_or(&c.model));
+        self.spans.chat_call(r.call.id);
         if self.response.is_live() {
             r.call.stream = true;
             self.response.start_turn(r.call.id);
@@ -292,6 +305,7 @@ impl Machine {
             return false;
         }
         log::info!("#{} the LLM refused '{param}': the turn goes again without it", self.meta.id);
+        self.spans.chat_tag("api_agent.stepped_down", param);
         if !self.refused.contains(&param) {
             self.refused.push(param);
         }
@@ -311,6 +325,7 @@ impl Machine {
         }
         c.replies += 1;
         self.report.llm_turns += 1;
+        self.spans.chat_tag("http.response.status_code", status);
         if c.replies == 1 && !(200..300).contains(&status) {
             // The provider's own answer to the client's request: its status and error, as sent.
             self.report.failed(status, ErrorCode::UpstreamError, now_ms);
@@ -331,6 +346,10 @@ impl Machine {
             }
             (next, _) => next,
         };
+        if let Ok(next) = &next {
+            self.spans.chat_tag("gen_ai.response.finish_reasons", spans::finish_reason(next));
+            self.spans.chat_end();
+        }
         match next {
             Ok(Next::Answer { content, finish_reason }) => match c.json.take() {
                 Some(target) => {
@@ -354,6 +373,7 @@ impl Machine {
                     return self.fail(e);
                 }
                 let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
+                self.spans.turn_calls(&c.call_ids);
                 let open = self.response.open_for_tools(&c.model, now_ms).map(Command::Open);
                 let (state, commands) = self.on_tool_done(c, batch, now_ms);
                 (state, open.into_iter().chain(commands).collect())
@@ -413,6 +433,9 @@ impl Machine {
     fn retry_llm(&mut self, r: &mut Retry, wait: Option<retry::Wait>, now_ms: u64) -> bool {
         let retried = llm::retry(&self.cfg, &mut self.calls, r, wait, now_ms, &self.meta.id);
         self.report.llm_retries += u32::from(retried);
+        if retried {
+            self.spans.chat_retried();
+        }
         retried
     }
 
@@ -429,6 +452,7 @@ impl Machine {
         if call.stream {
             self.response.start_turn(call.id);
         }
+        self.spans.chat_call(call.id);
         (state, vec![Command::Dispatch(call)])
     }
 
@@ -449,7 +473,9 @@ impl Machine {
         self.report.tokens = c.usage;
         self.report.model.clone_from(&c.model);
         let limit = self.cfg.llm.max_observation_bytes;
-        self.steps.llm(ms, steps::delta(c.usage, before), c.reasoning.as_deref(), limit);
+        let turn = steps::delta(c.usage, before);
+        self.steps.llm(ms, turn, c.reasoning.as_deref(), limit);
+        self.spans.chat_read(&c.model, turn);
     }
 
     /// The tool phase's view of the agent, for one event.
@@ -463,6 +489,7 @@ impl Machine {
             identity: &mut self.identity,
             report: &mut self.report,
             steps: &mut self.steps,
+            spans: &mut self.spans,
         }
     }
 
@@ -481,7 +508,9 @@ impl Machine {
             return (State::AwaitFormat(r, c, f, reason), Vec::new());
         }
         self.report.llm_turns += 1;
+        self.spans.chat_tag("http.response.status_code", status);
         if let Some(weaker) = f.refused(status) {
+            self.spans.chat_end();
             log::info!(
                 "#{} the formatting call was refused (HTTP {status}); trying response_format {weaker}",
                 self.meta.id
@@ -495,6 +524,7 @@ impl Machine {
         let before = c.usage;
         let outcome = f.on_reply(&self.cfg, &c.model, body, &mut c.usage);
         self.llm_read(&c, before, ms);
+        self.spans.chat_end();
         match outcome {
             Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
             Ok(format::Outcome::Retry(body)) => {
@@ -512,6 +542,8 @@ impl Machine {
     fn format_call(&mut self, c: Convo, f: Box<Format>, reason: FinishReason, body: Vec<u8>, now_ms: u64) -> Step {
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         r.call.headers.extend_from_slice(&self.meta.trace);
+        self.spans.chat(self.cfg.llm.model.as_deref().unwrap_or(&c.model));
+        self.spans.chat_call(r.call.id);
         let call = r.call.clone();
         (State::AwaitFormat(r, c, f, reason), vec![Command::Dispatch(call)])
     }

@@ -25,6 +25,7 @@ mod protocol;
 mod react;
 mod report;
 mod retry;
+pub mod spans;
 mod steps;
 pub mod summary;
 mod tool_phase;
@@ -80,12 +81,39 @@ impl Agent {
 
     /// A token the host kept for API `api` and this request's subject token: no exchange is made.
     pub fn seed_token(&mut self, api: usize, token: String) {
+        self.machine.spans.mask(&token);
         self.machine.identity.seed(api, token);
     }
 
     /// The tokens this request exchanged since the last call, for the host to keep.
     pub fn take_exchanged(&mut self) -> Vec<Exchanged> {
         self.machine.identity.take_fresh()
+    }
+
+    /// The host makes real spans for this request (its stream is traced): the agent notes them
+    /// (`take_spans`). Before the request's body is read, and before tokens are seeded.
+    pub fn trace(&mut self) {
+        let cfg = self.machine.cfg();
+        let content = cfg.tracing.content.then(|| {
+            // The client's credentials too: a tool may echo what it was sent.
+            let mut secrets = cfg.secrets();
+            secrets.extend(self.machine.meta.client_headers.0.iter().map(|(_, v)| v.clone()));
+            crate::config::sort_secrets(&mut secrets);
+            (cfg.llm.max_observation_bytes, secrets)
+        });
+        self.machine.spans = spans::Spans::new(true, content);
+    }
+
+    /// What the host should do with its spans since the last call, in order; before it runs the
+    /// commands of the same event.
+    pub fn take_spans(&mut self) -> Vec<spans::SpanNote> {
+        self.machine.spans.take()
+    }
+
+    /// The request ends here (the host closes the stream): spans still open end, as cancelled if the
+    /// agent had not answered.
+    pub fn end_spans(&mut self) {
+        self.machine.spans.end_run(&self.machine.report);
     }
 
     /// What the request did so far (complete once `is_done`).

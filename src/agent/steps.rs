@@ -70,7 +70,8 @@ impl Steps {
         let secrets = &self.secrets;
         if let Some(list) = &mut self.list {
             let turn = list.iter().filter(|s| matches!(s, Step::Llm { .. })).count() + 1;
-            let reasoning = reasoning.map(|r| redact(&truncate(r, limit), secrets).into_owned());
+            // Masked before it is cut: a cut secret would no longer match.
+            let reasoning = reasoning.map(|r| truncate(&redact(r, secrets), limit).into_owned());
             list.push(Step::Llm { turn, ms, usage, reasoning });
         }
     }
@@ -79,7 +80,7 @@ impl Steps {
         let Some(list) = &mut self.list else {
             return;
         };
-        let mask = |s: &str| redact(&truncate(s, EXCERPT_BYTES), &self.secrets).into_owned();
+        let mask = |s: &str| truncate(&redact(s, &self.secrets), EXCERPT_BYTES).into_owned();
         let (arguments, observation) = (mask(arguments), mask(observation));
         list.push(Step::Tool { name: name.to_string(), arguments, status, observation, ms });
     }

@@ -9,6 +9,7 @@ use super::mcp::{self, Sessions};
 use super::protocol::{CallId, Command, Event, Failure};
 use super::report::{Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 use super::retry::{self, Wait};
+use super::spans::Spans;
 use super::steps::{Steps, ToolStatus};
 use super::work::{self, ToolCall, Work};
 use crate::config::Config;
@@ -29,6 +30,7 @@ pub struct ToolPhase<'a> {
     pub identity: &'a mut Identity,
     pub report: &'a mut Report,
     pub steps: &'a mut Steps,
+    pub spans: &'a mut Spans,
 }
 
 impl ToolPhase<'_> {
@@ -39,7 +41,9 @@ impl ToolPhase<'_> {
                 Work::Known(_) => self.report.malformed += 1,
                 Work::Refused { name, observation, .. } => {
                     self.steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
+                    // The model's names never become span or metric names.
                     let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
+                    self.spans.tool_refused(&name, ToolClass::Refused.as_str(), "", observation);
                     self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
                 }
                 Work::Call { .. } | Work::Confirm { .. } => {}
@@ -84,6 +88,7 @@ impl ToolPhase<'_> {
         call.headers.extend_from_slice(self.trace);
         self.calls.went_out(id, now_ms, timeout, started.unwrap_or(now_ms));
         let name = b.name_of(id).unwrap_or_default();
+        self.spans.tool(id, name, b.index_of(id));
         log::debug!("#{} tool {name}: {} {} {}", self.request, call.cluster, call.method, truncate(&call.path, 200));
         Command::Dispatch(call)
     }
@@ -106,6 +111,7 @@ impl ToolPhase<'_> {
         log::debug!("#{} token exchange for apis[{api}]: {} POST {}", self.request, call.cluster, call.path);
         let mut call = call;
         call.headers.extend_from_slice(self.trace);
+        self.spans.run_call(id);
         Some(Command::Dispatch(call))
     }
 
@@ -127,6 +133,7 @@ impl ToolPhase<'_> {
         };
         let why = match result {
             Ok(granted) => {
+                self.spans.mask(&granted.token);
                 self.identity.answered(&self.cfg.apis, api, Some(granted));
                 for (id, call) in b.identity.unpark(api) {
                     b.resume(id, call);
@@ -155,7 +162,7 @@ impl ToolPhase<'_> {
         let observation = identity::not_authorized(&name);
         self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
         self.step(b, id, ToolStatus::Ended(ToolClass::Refused), &observation);
-        b.reply(id, |_| observation);
+        self.end(b, id, Some("not_authorized"), observation);
     }
 
     /// An event of the batch (`Batch::takes`): a call's reply or failure, or a wake-up for its
@@ -188,13 +195,14 @@ impl ToolPhase<'_> {
         self.answered(b, id, ToolClass::of_status(status), Some(status), body, ms);
         if let Some(observation) = observation {
             self.step(b, id, ToolStatus::Http(status), &observation);
-            return b.reply(id, |_| observation);
+            return self.end(b, id, Some("tool_error"), observation);
         }
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         let observation = work::tool_observation(self.cfg, &name, status, headers, body);
         self.step(b, id, ToolStatus::Http(status), &observation);
         if !self.retry(b, id, retry::status_wait(status, headers), now_ms) {
-            b.reply(id, |_| observation);
+            let error = (!(200..300).contains(&status)).then(|| status.to_string());
+            self.end(b, id, error.as_deref(), observation);
         }
     }
 
@@ -208,7 +216,8 @@ impl ToolPhase<'_> {
         let observation = format!("The call to '{name}' {failure}.");
         self.step(b, id, ToolStatus::Ended(class), &observation);
         if !self.retry(b, id, retry::failure_wait(&failure), now_ms) {
-            b.reply(id, |_| observation);
+            let error = if class == ToolClass::TimedOut { "timeout" } else { class.as_str() };
+            self.end(b, id, Some(error), observation);
         }
     }
 
@@ -260,7 +269,20 @@ impl ToolPhase<'_> {
             let what = status.map_or_else(|| class.as_str().to_string(), |s| format!("HTTP {s}"));
             log::warn!("#{} tool {name} (call {}) {what} after {ms} ms: {}", self.request, id.0, excerpt(body));
         }
+        if let Some(status) = status {
+            self.spans.tool_tag(id, "http.response.status_code", status);
+        }
         self.report.tools.push(ToolRecord { name, class, status, ms });
+    }
+
+    /// Call `id` is over: what the model is told (`error`: how the call failed, for its span).
+    fn end(&mut self, b: &mut Batch, id: CallId, error: Option<&str>, observation: String) {
+        if self.spans.is_on() {
+            let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL);
+            let io = (b.args_of(id).unwrap_or(""), observation.as_str());
+            self.spans.tool_end(id, name, b.index_of(id), error, io);
+        }
+        b.reply(id, |_| observation);
     }
 
     /// The step of a tool call just answered (after `answered`, which timed it).

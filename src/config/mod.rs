@@ -141,6 +141,23 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// The client's request headers that APIs forward or exchange, lower case, each once.
     pub identity_headers: Vec<String>,
+    /// The run's spans where the host makes them (`tracing`).
+    pub tracing: Tracing,
+}
+
+/// `tracing`: how the run's spans look (the dynamic module makes them through Envoy's tracer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracing {
+    /// `agentName`: `gen_ai.agent.name`, and the run span's name (`invoke_agent <name>`).
+    pub agent_name: String,
+    /// `content`: tool arguments and results go into spans (masked, cut to `maxObservationBytes`).
+    pub content: bool,
+}
+
+impl Default for Tracing {
+    fn default() -> Self {
+        Tracing { agent_name: "api-agent".into(), content: false }
+    }
 }
 
 impl Config {
@@ -179,6 +196,7 @@ impl Config {
             }
             None => true,
         };
+        let tracing = parse_tracing(&mut root)?;
         let context = parse_context(&mut root)?;
         let responses_path = parse_responses(&mut root)?;
         if root.get("returnResponseTemplate").is_some() {
@@ -227,8 +245,26 @@ impl Config {
             responses_path,
             warnings,
             identity_headers,
+            tracing,
         })
     }
+}
+
+fn parse_tracing(root: &mut Fields<'_>) -> Result<Tracing, ConfigError> {
+    let Some(mut t) = root.opt_object("tracing")? else {
+        return Ok(Tracing::default());
+    };
+    let mut tracing = Tracing::default();
+    if let Some(name) = t.opt_str("agentName")? {
+        let printable = name.chars().all(|c| c.is_ascii_graphic() || c == ' ');
+        if name.trim().is_empty() || name.len() > 64 || !printable {
+            return Err(t.err("agentName", "must be 1-64 printable ASCII characters"));
+        }
+        tracing.agent_name = name;
+    }
+    tracing.content = t.opt_bool("content")?.unwrap_or(false);
+    t.deny_unknown()?;
+    Ok(tracing)
 }
 
 impl Config {

@@ -23,6 +23,7 @@ mod port;
 mod stream;
 mod streamed;
 mod timer;
+mod tracing;
 
 use crate::config::Plugin;
 use crate::host::metrics::Metrics;

@@ -26,7 +26,7 @@ pub struct Optional {
     pub filter_state: Option<SetFilterState>,
 }
 
-fn lookup(name: &CStr) -> *mut c_void {
+pub(super) fn lookup(name: &CStr) -> *mut c_void {
     // SAFETY: a NUL-terminated name; dlsym only reads it.
     unsafe { dlsym(RTLD_DEFAULT, name.as_ptr()) }
 }

@@ -38,6 +38,10 @@ impl Port for Envoy {
     fn set_summary(&self, fields: &[(&'static str, Value)]) {
         Envoy::set_summary(*self, SUMMARY_NAMESPACE, fields);
     }
+
+    fn traced(&self) -> bool {
+        self.is_traced()
+    }
 }
 
 /// Metrics are the stream configuration's, with real labels; the id is Envoy's and says its kind.

@@ -8,11 +8,13 @@
 use super::abi::{self, Attribute, Body, CALLOUT_RESET, CALLOUT_SUCCESS};
 use super::envoy::{CalloutReply, Envoy, Scheduler, StreamEvent};
 use super::streamed::Streams;
-use super::{now_ms, timer, Deferred, DmConfig};
+use super::{now_ms, timer, tracing, Deferred, DmConfig};
+use crate::agent::spans::SpanNote;
 use crate::agent::{Call, CallId, Event, Failure, Reply};
 use crate::host::admit::Arrival;
 use crate::host::calls::{self, Refusal};
 use crate::host::port::set_header;
+use crate::host::spans::SpanTable;
 use crate::host::{feed, Exchange, Head, Headers, Host, Instance, Start};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -69,6 +71,8 @@ pub struct Stream {
     timer: Option<(u64, u64)>,
     timers: u64,
     scheduler: Option<Scheduler>,
+    /// The agent's spans, made through Envoy's tracer (a traced stream only).
+    spans: SpanTable<tracing::Span>,
 }
 
 impl Stream {
@@ -86,6 +90,7 @@ impl Stream {
             timer: None,
             timers: 0,
             scheduler: None,
+            spans: SpanTable::default(),
         }
     }
 
@@ -363,6 +368,10 @@ impl Stream {
         }
         let status = self.envoy.attribute_int(Attribute::ResponseCode).and_then(|c| u16::try_from(c).ok());
         self.ex.report(&self.envoy, &self.cfg.metrics, &self.envoy, Some(status.unwrap_or(0)), now_ms());
+        // The spans still open end with the stream (the agent's notes say how; the rest end as they are).
+        let notes = self.ex.take_spans();
+        self.spans.apply(&self.envoy, notes);
+        self.spans.finish_all(&self.envoy);
     }
 }
 
@@ -403,7 +412,11 @@ impl Host for Stream {
     }
 
     fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
+        let context = self.spans.context(&self.envoy, call.id, &call.headers);
         let mut out = calls::Outgoing::of_call(call);
+        for (name, value) in &context {
+            out.set(name, value);
+        }
         let started = if call.stream {
             // Envoy sends a streamed request's body chunked unless told its length, and not every
             // LLM server reads chunked request bodies.
@@ -482,6 +495,10 @@ impl Host for Stream {
                 Act::Continue
             }
         }
+    }
+
+    fn spans(&mut self, notes: Vec<SpanNote>) {
+        self.spans.apply(&self.envoy, notes);
     }
 
     fn exchange(&mut self) -> &mut Exchange {

@@ -45,6 +45,16 @@ impl<'a> Outgoing<'a> {
     }
 }
 
+impl<'a> Outgoing<'a> {
+    /// Sets header `name` (lower case) to `value`, in place of the call's own.
+    pub fn set(&mut self, name: &'a str, value: &'a str) {
+        match self.headers.iter_mut().find(|(k, _)| *k == name) {
+            Some(h) => h.1 = value,
+            None => self.headers.push((name, value)),
+        }
+    }
+}
+
 /// Pseudo-headers first, then the request's own.
 fn pseudo<'a>(
     method: &'a str,

@@ -7,6 +7,7 @@ use super::calls::CallTable;
 use super::instance::Instance;
 use super::metrics::{MetricSink, Metrics};
 use super::port::{set_header, Attr, Headers, Port};
+use crate::agent::spans::SpanNote;
 use crate::agent::{Agent, Api, Command, Event};
 use crate::config::{Config, LoopPhase};
 use std::rc::Rc;
@@ -124,6 +125,9 @@ impl Exchange {
             set_header(port, &self.rid, Headers::Request, "authorization", Some(&format!("Bearer {key}")));
         }
         let mut agent = Agent::new(Rc::clone(&cfg), meta);
+        if port.traced() {
+            agent.trace();
+        }
         instance.sessions().borrow().seed(&cfg, &mut agent);
         instance.tokens().borrow_mut().seed(&mut agent, now_ms);
         self.agent = Some(agent);
@@ -178,6 +182,11 @@ impl Exchange {
         Some(commands)
     }
 
+    /// What the host should do with its spans since the last event (`agent::spans`).
+    pub fn take_spans(&mut self) -> Vec<SpanNote> {
+        self.agent.as_mut().map(Agent::take_spans).unwrap_or_default()
+    }
+
     pub fn set_wake(&mut self, wake: Option<u64>) {
         self.wake = wake;
     }
@@ -214,6 +223,7 @@ impl Exchange {
         if let Some(status) = host_status {
             agent.host_answered(status, now_ms);
         }
+        agent.end_spans();
         let r = agent.report();
         if !self.summarized {
             self.summarized = true;

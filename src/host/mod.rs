@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod port;
 pub mod run;
 pub mod sessions;
+pub mod spans;
 pub mod tokens;
 
 pub use exchange::{Exchange, Head, Start};

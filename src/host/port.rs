@@ -29,6 +29,10 @@ pub trait Port {
     /// The request's summary, for Envoy's access log and rate limits: filter state
     /// `wasm.api_agent.<field>` on both hosts, and dynamic metadata `api_agent` where the host has it.
     fn set_summary(&self, fields: &[(&'static str, Value)]);
+    /// The stream is traced and the host can make child spans (`Host::spans`).
+    fn traced(&self) -> bool {
+        false
+    }
 }
 
 /// The namespace of the summary's dynamic metadata.

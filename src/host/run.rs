@@ -3,6 +3,7 @@
 //! wake-up bookkeeping live in one place.
 
 use super::exchange::Exchange;
+use crate::agent::spans::SpanNote;
 use crate::agent::{Call, Command, Event, Failure, Reply};
 
 /// The few things a host does for the agent; the callback's result type is the host's own.
@@ -29,6 +30,13 @@ pub trait Host {
     fn send(&mut self, data: &[u8]) {
         log::error!("this host cannot stream a response; {} bytes not sent", data.len());
     }
+    /// Carries out the agent's span notes, before the commands of the same event run; only hosts
+    /// whose `Port::traced` says so get any.
+    fn spans(&mut self, notes: Vec<SpanNote>) {
+        if !notes.is_empty() {
+            log::debug!("this host makes no spans; {} notes dropped", notes.len());
+        }
+    }
     fn exchange(&mut self) -> &mut Exchange;
     fn now_ms(&self) -> u64;
 }
@@ -39,6 +47,8 @@ pub fn feed<H: Host>(host: &mut H, event: Event<'_>) -> H::Action {
     let Some(commands) = host.exchange().handle(event, now) else {
         return host.passing();
     };
+    let notes = host.exchange().take_spans();
+    host.spans(notes);
     let (action, wake) = run(host, commands);
     host.exchange().set_wake(wake);
     action
@@ -59,6 +69,8 @@ fn run<H: Host>(host: &mut H, mut commands: Vec<Command>) -> (H::Action, Option<
                         let now = host.now_ms();
                         let failed = Event::CallFailed { id: call.id, failure: &failure };
                         next.extend(host.exchange().handle(failed, now).unwrap_or_default());
+                        let notes = host.exchange().take_spans();
+                        host.spans(notes);
                     }
                 }
                 Command::Reply(reply) => action = host.reply(reply),

@@ -3,6 +3,7 @@
 //! with its transcript.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use api_agent::agent::spans::SpanNote;
 use api_agent::agent::{Agent, Call, ClientHeaders, Command, Event, Failure, Reply, RequestMeta};
 use api_agent::config::Config;
 use api_agent::host::tokens::TokenCache;
@@ -70,6 +71,8 @@ pub struct Harness {
     pub sse_piece: usize,
     /// Live: end a 2xx SSE reply with an empty `CallReply` body, as the dynamic module does.
     pub sse_body_left_out: bool,
+    /// The host makes spans (`Agent::trace`): the agent's notes are in `Outcome::spans`.
+    pub spans: bool,
 }
 
 /// Everything the run did, in order.
@@ -94,6 +97,8 @@ pub struct Outcome {
     pub sent: Vec<(u64, Vec<u8>)>,
     /// The request's summary fields as the host hands them to Envoy: `k=v` joined by spaces.
     pub summary: String,
+    /// The agent's span notes, in order, one line each (`Harness::spans`).
+    pub spans: Vec<String>,
 }
 
 impl Outcome {
@@ -153,6 +158,7 @@ impl Harness {
             api: Default::default(),
             sse_piece: 16,
             sse_body_left_out: false,
+            spans: false,
         }
     }
 
@@ -193,6 +199,9 @@ impl Harness {
             api: self.api,
         };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
+        if self.spans {
+            agent.trace();
+        }
         self.token_cache.borrow_mut().seed(&mut agent, START_MS);
         let mut now = START_MS;
         let mut out = Outcome {
@@ -207,6 +216,7 @@ impl Harness {
             opened: None,
             sent: Vec::new(),
             summary: String::new(),
+            spans: Vec::new(),
         };
         let mut round = agent.handle(Event::ClientRequest { body }, now);
         for _ in 0..MAX_STEPS {
@@ -233,6 +243,8 @@ impl Harness {
                     out.end_ms = now;
                     let fields = agent.report().fields();
                     out.summary = fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+                    agent.end_spans();
+                    out.spans = agent.take_spans().iter().map(span_line).collect();
                     return out;
                 }
                 match cmd {
@@ -350,6 +362,18 @@ impl Harness {
         self.turns
             .pop_front()
             .unwrap_or_else(|| Turn::Raw(400, r#"{"error":{"message":"the script has no more turns"}}"#.into()))
+    }
+}
+
+/// A span note as one line: `open 2<1 chat m`, `tag 2 k=v`, `carry 2 call 7`, `close 2`.
+pub fn span_line(note: &SpanNote) -> String {
+    match note {
+        SpanNote::Open { span, parent, operation } => {
+            format!("open {}<{} {operation}", span.0, parent.map_or("-".to_string(), |p| p.0.to_string()))
+        }
+        SpanNote::Tag { span, key, value } => format!("tag {} {key}={value}", span.0),
+        SpanNote::Carry { span, call } => format!("carry {} call {}", span.0, call.0),
+        SpanNote::Close { span } => format!("close {}", span.0),
     }
 }
 
