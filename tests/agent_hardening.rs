@@ -298,21 +298,10 @@ fn every_secret_is_listed_for_redaction_with_its_query_form() {
 
 #[test]
 fn an_early_wake_up_keeps_the_retry_waiting() {
-    use api_agent::agent::{Agent, Command, Event, RequestMeta};
+    use api_agent::agent::{Agent, Command, Event};
     let cfg =
         std::rc::Rc::new(api_agent::config::Config::from_slice(pets(json!({"loop": "request"})).as_bytes()).unwrap());
-    let meta = RequestMeta {
-        id: "w".into(),
-        now_ms: 1000,
-        unix_s: 1,
-        seed: 3,
-        steps: false,
-        context_headers: Vec::new(),
-        client_headers: Default::default(),
-        live: false,
-        trace: Vec::new(),
-        api: Default::default(),
-    };
+    let meta = request_meta("w", 1000, 3);
     let mut agent = Agent::new(cfg, meta);
     let cmds = agent.handle(Event::ClientRequest { body: user("Pets?").to_string().as_bytes() }, 1000);
     let Some(Command::Dispatch(call)) = cmds.first() else { panic!("{cmds:?}") };
@@ -326,20 +315,9 @@ fn an_early_wake_up_keeps_the_retry_waiting() {
 
 #[test]
 fn the_report_carries_the_status_envoy_itself_sent() {
-    use api_agent::agent::{Agent, Event, Outcome, RequestMeta};
+    use api_agent::agent::{Agent, Event, Outcome};
     let cfg = std::rc::Rc::new(Config::from_slice(pets(json!({})).as_bytes()).unwrap());
-    let meta = |id: &str| RequestMeta {
-        id: id.into(),
-        now_ms: 1000,
-        unix_s: 1,
-        seed: 3,
-        steps: false,
-        context_headers: Vec::new(),
-        client_headers: Default::default(),
-        live: false,
-        trace: Vec::new(),
-        api: Default::default(),
-    };
+    let meta = |id: &str| request_meta(id, 1000, 3);
     let body = user("Pets?").to_string();
     // Still waiting for the LLM when Envoy answered 502 on its own: that is what the client got.
     let mut agent = Agent::new(std::rc::Rc::clone(&cfg), meta("a"));

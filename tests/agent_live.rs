@@ -168,18 +168,7 @@ fn a_failed_call_after_relayed_text_is_not_retried() {
     let good = sse_of(&completion(json!({"role": "assistant", "content": "It is cold in Oslo today."})));
     let h = live("native", json!({}), vec![]);
     let cfg = std::rc::Rc::clone(&h.cfg);
-    let meta = api_agent::agent::RequestMeta {
-        id: "x".into(),
-        now_ms: START_MS,
-        unix_s: 1,
-        seed: 1,
-        steps: false,
-        context_headers: Vec::new(),
-        client_headers: Default::default(),
-        live: true,
-        trace: Vec::new(),
-        api: Default::default(),
-    };
+    let meta = api_agent::agent::RequestMeta { live: true, ..request_meta("x", START_MS, 1) };
     let mut agent = api_agent::agent::Agent::new(cfg, meta);
     let cmds = agent.handle(
         api_agent::agent::Event::ClientRequest { body: streaming("Weather?").to_string().as_bytes() },

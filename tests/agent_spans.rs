@@ -191,21 +191,10 @@ fn json_mode_formats_in_a_turn_of_its_own() {
 
 #[test]
 fn a_request_the_host_ends_closes_its_spans_as_cancelled() {
-    use api_agent::agent::{Agent, Command, Event, RequestMeta};
+    use api_agent::agent::{Agent, Command, Event};
     let cfg =
         std::rc::Rc::new(api_agent::config::Config::from_slice(pets(json!({"loop": "request"})).as_bytes()).unwrap());
-    let meta = RequestMeta {
-        id: "r1".into(),
-        now_ms: START_MS,
-        unix_s: 1,
-        seed: 1,
-        steps: false,
-        context_headers: Vec::new(),
-        client_headers: Default::default(),
-        live: false,
-        trace: Vec::new(),
-        api: Default::default(),
-    };
+    let meta = request_meta("r1", START_MS, 1);
     let mut agent = Agent::new(cfg, meta);
     agent.trace();
     let body = user("Pets?").to_string();

@@ -352,23 +352,12 @@ fn react_mode_calls_mcp_tools_too() {
 
 mod shared_sessions {
     use super::*;
-    use api_agent::agent::{Agent, Command, Event, RequestMeta};
+    use api_agent::agent::{Agent, Command, Event};
     use std::collections::BTreeMap;
 
     fn agent(sessions: BTreeMap<usize, Option<String>>) -> (Agent, Call) {
         let cfg = Rc::new(Config::from_slice(mcp_config(mcp_entry(json!({})), "native").as_bytes()).unwrap());
-        let meta = RequestMeta {
-            id: "req7".into(),
-            now_ms: START_MS,
-            unix_s: 1,
-            seed: 1,
-            steps: false,
-            context_headers: Vec::new(),
-            client_headers: Default::default(),
-            live: false,
-            trace: Vec::new(),
-            api: Default::default(),
-        };
+        let meta = request_meta("req7", START_MS, 1);
         let mut a = Agent::new(cfg, meta);
         a.set_mcp_sessions(sessions);
         let first = a.handle(Event::ClientRequest { body: user("Weather?").to_string().as_bytes() }, START_MS);
