@@ -91,6 +91,10 @@ fn yaml_configuration_text() {
 fn bad_configurations_name_the_field() {
     let cases: Vec<(Value, &str)> = vec![
         (with(base(), "/llm", Value::Null), "llm: required"),
+        (with(base(), "/tracing", json!({"agentName": ""})), "tracing.agentName: must be 1-64 printable ASCII characters"),
+        (with(base(), "/tracing", json!({"agentName": "a\nb"})), "tracing.agentName: must be 1-64 printable ASCII characters"),
+        (with(base(), "/tracing", json!({"content": "yes"})), "tracing.content: must be true or false, found string"),
+        (with(base(), "/tracing", json!({"contents": true})), "tracing.contents: unknown key (did you mean 'content'?)"),
         (with(base(), "/apis", Value::Null), "apis: required"),
         (with(base(), "/apis", json!([])), "apis: must list at least one API"),
         (with(base(), "/apis", json!({})), "apis: must be a list, found object"),
