@@ -419,6 +419,8 @@ def summarise_llm(ex) -> dict:
            "last": (req.get("messages") or [{}])[-1],
            "echoed_tool_calls": [m.get("content") for m in req.get("messages", [])
                                  if m.get("role") == "assistant" and m.get("tool_calls")],
+           "think_in_history": sum(isinstance(m.get("content"), str) and any(t in m["content"] for t in THINK_TAGS)
+                                   for m in req.get("messages", [])),
            "reply": ex.response.text()[:4000]}
     try:
         reply = json.loads(ex.response.body)
@@ -472,6 +474,8 @@ def split_think(content: str) -> tuple[str | None, str]:
 def judge_think(res: Result) -> None:
     """A think case, on top of the plumbing checks. Asserted:
     - the client's `content` has neither `<think>` nor `</think>` (answer or error text alike);
+    - in ReAct mode, no message the filter sends the server has either tag (its scratchpad keeps no
+      reasoning; native mode sends a think block back in the content it came in, as documented);
     - when the last LLM turn (the one whose reply became the answer) had thinking and a reply after it,
       the client's answer has `reasoning_content`, equal to that thinking (whitespace aside).
     Not asserted, and said instead: a case whose server replies had no think tag at all (the model never
@@ -482,6 +486,9 @@ def judge_think(res: Result) -> None:
     for tag in THINK_TAGS:
         if tag in res.text:
             res.problems.append(f"the client's content contains {tag!r}")
+    if res.case.mode == "react" and any(x.get("think_in_history") for x in res.llm):
+        res.problems.append("a think tag went back to the server in a ReAct turn's messages (the scratchpad "
+                            "keeps no reasoning)")
     replies = [x.get("content") for x in res.llm if isinstance(x.get("content"), str)]
     if not any(t in c for c in replies for t in THINK_TAGS):
         res.inconclusive = (f"none of the {len(res.llm)} server replies had <think> or </think> (the model did not "
@@ -831,6 +838,8 @@ def report(results: list[Result], problems: list[str], probe: dict, out: str) ->
                         f"{json.dumps(one_line(last.get('content') or '', 60), ensure_ascii=False)}")
             if x["echoed_tool_calls"]:
                 sent.append(f"assistant tool-call contents={json.dumps(x['echoed_tool_calls'])}")
+            if x.get("think_in_history"):
+                sent.append(f"think tags in {x['think_in_history']} messages")
             got = (f"finish={x.get('finish_reason')} prompt_tokens={x.get('prompt_tokens')} "
                    + (f"tool_calls={x['tool_calls']} " if x.get("tool_calls") else "")
                    + f"content={json.dumps(one_line(x.get('content') or '', width))}") if "reply" not in x \
