@@ -516,7 +516,13 @@ def run_config(args, config: str, cases: list[Case], mocks: Mocks, workdir: str,
     envoy_dir = os.path.join(workdir, f"envoy-{name}")
     os.makedirs(envoy_dir, exist_ok=True)
     host = cases[0].host
-    bootstrap = envoy_config(args.wasm, mocks, plugin_for(mocks, config))
+    plugin = plugin_for(mocks, config)
+    if cases[0].server == "think":
+        # An operator serving a model whose template opens the block says so: the dynamic module's live
+        # stream then reads every turn's text as thinking until `</think>` (undeclared, it learns it from
+        # the first such turn, whose text has already gone out; README "Reasoning models").
+        plugin["reasoning"] = {"templateOpens": True}
+    bootstrap = envoy_config(args.wasm, mocks, plugin)
     if host == "dm":
         bootstrap = as_dynamic_module(bootstrap, args.dm)
     envoy = Envoy(args.envoy, bootstrap, envoy_dir, wasm_log_level="info")

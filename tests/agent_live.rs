@@ -259,3 +259,38 @@ fn a_host_may_leave_out_the_sse_body_it_streamed() {
     assert_eq!(out.tool_calls[0].path, "/v1/pets/7");
     assert_eq!(content(&events(&out)), ANSWER);
 }
+
+/// The reasoning the client got as `delta.reasoning_content`.
+fn reasoning(events: &[Value]) -> String {
+    events.iter().filter_map(|e| e["choices"][0]["delta"]["reasoning_content"].as_str()).collect()
+}
+
+#[test]
+fn a_think_block_the_chat_template_opened_is_not_relayed_as_the_answer() {
+    // DeepSeek-R1 and QwQ templates open the block: the reply carries only `</think>`.
+    let turns = vec![
+        native_calls(&[("c1", "showPetById", json!({"petId": "7"}))]),
+        Turn::Message(json!({"role": "assistant", "content": format!("The user wants pet 7.\n</think>\n\n{ANSWER}")})),
+    ];
+    let out = live("native", json!({"reasoning": {"templateOpens": true}}), turns).run(&streaming("Who is pet 7?"));
+    let ev = events(&out);
+    assert_eq!(live_content(&out), ANSWER, "relayed live, without the thinking");
+    assert_eq!(content(&ev), ANSWER);
+    assert_eq!(reasoning(&ev), "The user wants pet 7.");
+}
+
+#[test]
+fn a_lone_close_teaches_the_later_turns() {
+    // Without `templateOpens`, the first such turn is only known at its `</think>`: its text went out
+    // as it came (the turn before the tool call); every later turn is read as thinking until `</think>`.
+    let turns = vec![
+        Turn::Message(json!({"role": "assistant", "content": "Checking.\n</think>\n", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "showPetById", "arguments": "{\"petId\": \"7\"}"}}]})),
+        Turn::Message(json!({"role": "assistant", "content": format!("Found him.\n</think>\n{ANSWER}")})),
+    ];
+    let out = live("native", json!({}), turns).run(&streaming("Who is pet 7?"));
+    let all = content(&events(&out));
+    assert!(all.ends_with(ANSWER), "{all:?}");
+    assert!(!all.contains("Found him"), "the later turn's thinking is not the answer: {all:?}");
+    assert_eq!(all.matches("</think>").count(), all.matches("Checking.").count(), "{all:?}");
+}

@@ -62,12 +62,19 @@ impl Response {
 
     /// The host streams callouts: a streaming client gets its answer live (`relay`: the text as the
     /// model writes it; not in JSON mode, where the answer is rewritten).
-    pub fn go_live(&mut self, mode: Mode, relay: bool) {
+    /// `template_opens`: the server's chat template opens think blocks (`Live::template_opens`).
+    pub fn go_live(&mut self, mode: Mode, relay: bool, template_opens: bool) {
         if self.stream {
             let mut live = Live::new(mode, relay, self.wire.clone(), self.limit);
             live.reasoning = relay && self.reasoning;
+            live.template_opens = template_opens;
             self.live = Some(live);
         }
+    }
+
+    /// The live stream found the server's template opening think blocks.
+    pub fn template_opens(&self) -> bool {
+        self.live.as_ref().is_some_and(|l| l.template_opens)
     }
 
     /// Every turn is a streamed callout, its text relayed as it comes.

@@ -11,7 +11,7 @@
 use super::protocol::CallId;
 use super::wire::Wire;
 use crate::config::Mode;
-use crate::openai::reasoning::{stream_state, Stream};
+use crate::openai::reasoning::{opened_by_template, stream_state, Stream};
 use crate::openai::sse::ChunkStream;
 
 /// How long the client's stream may stay silent while the agent waits.
@@ -45,6 +45,9 @@ pub struct Live {
     earlier: bool,
     /// Reasoning deltas are relayed (`reasoning.return`, and not in JSON mode).
     pub reasoning: bool,
+    /// The server's chat template opens a think block itself (`reasoning.templateOpens`, or a lone
+    /// `</think>` seen): a turn's text is thinking until its `</think>`, never relayed as the answer.
+    pub template_opens: bool,
     /// Reasoning went to the client: the answer does not repeat it.
     reasoning_sent: bool,
 }
@@ -78,6 +81,7 @@ impl Live {
             last_relayed: String::new(),
             earlier: false,
             reasoning: false,
+            template_opens: false,
             reasoning_sent: false,
         }
     }
@@ -137,6 +141,7 @@ impl Live {
     /// stream that has none yet. Each byte of the turn is looked at a bounded number of times.
     pub fn data(&mut self, id: CallId, data: &[u8], model: &str, now: u64) -> Option<(bool, Vec<u8>)> {
         let (mode, relay, earlier, reasoning) = (self.mode, self.relay, self.earlier, self.reasoning);
+        let template_opens = self.template_opens;
         let turn = self.turn.as_mut().filter(|t| t.id == id)?;
         let sse = turn.sse.as_mut()?;
         let fed = sse.feed(data);
@@ -146,7 +151,7 @@ impl Live {
             turn.stopped |= fed.tool_call;
             None
         } else {
-            Self::answer_text(turn, mode, earlier)
+            Self::answer_text(turn, mode, earlier, template_opens)
         };
         if thinking.is_none() && piece.is_none() {
             return None;
@@ -183,11 +188,20 @@ impl Live {
 
     /// The answer text of the turn not relayed yet, and where it ends in the turn's content: past a
     /// leading think block, after `Final Answer:` in ReAct mode.
-    fn answer_text(turn: &mut Turn, mode: Mode, earlier: bool) -> Option<(String, usize, usize)> {
+    fn answer_text(turn: &mut Turn, mode: Mode, earlier: bool, opens: bool) -> Option<(String, usize, usize)> {
         let text = turn.sse.as_ref()?.content();
         let base = match turn.reply_from {
             Some(at) => at,
-            None => match stream_state(text, false) {
+            None => match stream_state(text, opens) {
+                // After a think block, the reply starts at its first non-blank (as `split_think` reads it).
+                Stream::Reply(at) if at > 0 => {
+                    let rest = &text[at..];
+                    let blank = rest.len() - rest.trim_start().len();
+                    if blank == rest.len() {
+                        return None;
+                    }
+                    *turn.reply_from.insert(at + blank)
+                }
                 Stream::Reply(at) => *turn.reply_from.insert(at),
                 Stream::Undecided | Stream::Thinking => return None,
             },
@@ -221,6 +235,11 @@ impl Live {
     /// the body as it is).
     pub fn end_turn(&mut self, id: CallId) -> Option<Result<Vec<u8>, String>> {
         let turn = self.turn.take_if(|t| t.id == id)?;
+        if turn.sse.as_ref().is_some_and(|s| opened_by_template(s.content())) && !self.template_opens {
+            // Later turns are read as this one should have been (what this one relayed stays relayed).
+            log::info!("the LLM's chat template opens think blocks: later turns' text is thinking until </think>");
+            self.template_opens = true;
+        }
         if turn.stopped && !turn.relayed.is_empty() {
             // Text went out and the turn called tools: it stays with the client.
             self.earlier = true;

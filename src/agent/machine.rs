@@ -70,6 +70,9 @@ pub struct Machine {
     pub(super) identity: Identity,
     /// Parameters the LLM server refused (`llm::STEP_DOWN`), seeded by the host and left for it.
     pub(super) refused: Vec<&'static str>,
+    /// The server's chat template opens think blocks (`reasoning.templateOpens`, or learnt by the
+    /// host from an earlier request): live turns' text is thinking until `</think>`.
+    pub(super) template_opens: bool,
     /// The token budget ended the loop.
     budget_spent: bool,
     /// The run's spans, where the host makes them (`Agent::trace`).
@@ -86,6 +89,7 @@ impl Machine {
         let want_steps = meta.steps || cfg.return_steps;
         let steps = Steps::new(want_steps, if want_steps { cfg.secrets() } else { Vec::new() });
         let identity = Identity::new(meta.client_headers.clone());
+        let template_opens = cfg.template_opens;
         Machine {
             response: Response::new(&cfg, &meta),
             now: meta.now_ms,
@@ -97,6 +101,7 @@ impl Machine {
             mcp_sessions: BTreeMap::new(),
             identity,
             refused: Vec::new(),
+            template_opens,
             budget_spent: false,
             spans: Spans::default(),
             state: State::AwaitRequest,
@@ -195,7 +200,7 @@ impl Machine {
             Err(e) => return self.fail(e),
         };
         if self.meta.live {
-            self.response.go_live(self.cfg.mode, json.is_none());
+            self.response.go_live(self.cfg.mode, json.is_none(), self.template_opens);
         }
         let approved = approval::scan(&self.cfg, &mut req);
         if approved.is_empty() {

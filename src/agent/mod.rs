@@ -73,6 +73,16 @@ impl Agent {
         &self.machine.refused
     }
 
+    /// The host learnt from an earlier request that the server's chat template opens think blocks.
+    pub fn set_template_opens(&mut self) {
+        self.machine.template_opens = true;
+    }
+
+    /// The server's chat template opens think blocks, as far as this request knows.
+    pub fn template_opens(&self) -> bool {
+        self.machine.template_opens || self.machine.response.template_opens()
+    }
+
     /// The keys under which the host may hold tokens for this request's exchanges: (`apis[]` index,
     /// `TokenExchange::cache_key` of the client's subject token).
     pub fn token_keys(&self) -> Vec<(usize, [u8; 32])> {

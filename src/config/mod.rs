@@ -134,6 +134,9 @@ pub struct Config {
     pub return_steps: bool,
     /// The final turn's reasoning goes to the client (`reasoning.return`, default true).
     pub return_reasoning: bool,
+    /// `reasoning.templateOpens`: the LLM server's chat template opens a think block itself
+    /// (DeepSeek-R1, QwQ): a streamed turn's text is thinking until `</think>`.
+    pub template_opens: bool,
     /// `responses.path`: requests whose path ends with it speak the Responses API (unset:
     /// `/responses`).
     pub responses_path: Option<String>,
@@ -188,13 +191,14 @@ impl Config {
         let template = parse_template(&mut root, &mut warnings)?;
         let json_resp = parse_json_resp(&mut root)?;
         let return_steps = root.opt_bool("returnSteps")?.unwrap_or(false);
-        let return_reasoning = match root.opt_object("reasoning")? {
+        let (return_reasoning, template_opens) = match root.opt_object("reasoning")? {
             Some(mut r) => {
                 let on = r.opt_bool("return")?.unwrap_or(true);
+                let opens = r.opt_bool("templateOpens")?.unwrap_or(false);
                 r.deny_unknown()?;
-                on
+                (on, opens)
             }
-            None => true,
+            None => (true, false),
         };
         let tracing = parse_tracing(&mut root)?;
         let context = parse_context(&mut root)?;
@@ -242,6 +246,7 @@ impl Config {
             context,
             return_steps,
             return_reasoning,
+            template_opens,
             responses_path,
             warnings,
             identity_headers,

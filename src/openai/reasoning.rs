@@ -107,6 +107,11 @@ pub fn stream_state(content: &str, template_opens: bool) -> Stream {
     Stream::Reply(0)
 }
 
+/// The content shows a block the chat template opened: a `</think>` with no `<think>` before it.
+pub fn opened_by_template(content: &str) -> bool {
+    content.find(CLOSE).is_some_and(|end| !content[..end].contains(OPEN))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +124,13 @@ mod tests {
         assert_eq!(c, "Final Answer: 5");
         let (r, c) = split_think("  <think>a</think>b");
         assert_eq!((r.as_deref(), c), (Some("a"), "b"));
+    }
+
+    #[test]
+    fn a_template_opened_block_is_told_by_its_lone_close() {
+        assert!(opened_by_template("I think so.\n</think>\nYes."));
+        assert!(!opened_by_template("<think>a</think>b"));
+        assert!(!opened_by_template("plain text"));
     }
 
     #[test]

@@ -191,3 +191,30 @@ def test_early_stop_answer_has_none_of_the_filters_words(react, mocks):
     answer = answer_of(react.chat(q))
     for word in ("json blob", "format", "Action", "Observation"):
         assert word not in answer, answer
+
+
+def _streamed_content(reply) -> tuple[str, str]:
+    """(content, reasoning_content) a streaming client got."""
+    assert reply.status == 200, reply.text[:300]
+    events = [json.loads(e) for e in sse_events(reply.text) if e != "[DONE]"]
+    deltas = [e["choices"][0]["delta"] for e in events if e.get("choices")]
+    return ("".join(d.get("content") or "" for d in deltas), "".join(d.get("reasoning_content") or "" for d in deltas))
+
+
+def test_a_template_opened_think_block_never_reaches_a_streaming_client_as_content(gateways, mocks):
+    """A server whose chat template opens the block (DeepSeek-R1, QwQ) sends only `</think>`. Declared
+    (`reasoning.templateOpens`), no request shows the thinking as content, live on the dynamic module
+    too; undeclared, the dynamic module learns it from the first such turn and reads every later
+    request's turns that way (Proxy-Wasm reads each whole turn, and never needed to)."""
+    thinking, text = "The user asks about Jinan. I know it.", "Sunny in Jinan."
+    turn = sse_reply([{"content": thinking + "\n</think>"}, {"content": "\n\n" + text}], "stop")
+    declared = gateways(mode="native", reasoning={"templateOpens": True})
+    q = "Reasoning: template opens (declared)"
+    mocks.llm.script(q, turn)
+    assert _streamed_content(declared.chat(q, stream=True)) == (text, thinking)
+    learning = gateways(mode="native", max_iterations=5)
+    mocks.llm.script("Reasoning: template opens (first)", turn)
+    learning.chat("Reasoning: template opens (first)", stream=True)
+    q = "Reasoning: template opens (learnt)"
+    mocks.llm.script(q, turn)
+    assert _streamed_content(learning.chat(q, stream=True)) == (text, thinking)
