@@ -165,7 +165,7 @@ fn exchange_request(x: &TokenExchange, subject: &str, id: CallId, timeout_ms: u6
         path: x.path.clone(),
         authority: x.upstream.authority_or_service(),
         headers,
-        body: Some(form.into_bytes()),
+        body: Some(form.into_bytes().into()),
         timeout_ms,
         stream: false,
     }
