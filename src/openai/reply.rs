@@ -53,7 +53,7 @@ impl LlmReply {
             .and_then(|choices| choices.into_iter().next())
             .and_then(|choice| choice.message)
             .ok_or("the LLM's reply has no choices[0].message")?;
-        let m: Message = serde_json::from_str(raw.get()).map_err(|e| format!("the LLM's reply: {e}"))?;
+        let m: Message = serde_json::from_slice(raw.get().as_bytes()).map_err(|e| format!("the LLM's reply: {e}"))?;
         let text = match m.content {
             Some(Value::String(s)) => s,
             other => content_text(other.as_ref()).map_err(|e| format!("the LLM's reply: {e}"))?,
