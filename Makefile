@@ -10,7 +10,9 @@ ENVOY_ABS = $(if $(findstring /,$(ENVOY)),$(abspath $(ENVOY)),$(or $(shell comma
 BUILDS ?= wasm dm
 WASM := dist/api_agent.wasm
 TARGET := wasm32-wasip1
-RAW := target/$(TARGET)/release/api_agent.wasm
+# Cargo's output directory: CARGO_TARGET_DIR when set (a build directory shared by worktrees), else target/.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+RAW := $(TARGET_DIR)/$(TARGET)/release/api_agent.wasm
 SHARED ?= ../shared
 WASM_OPT_FLAGS := -Oz --strip-debug --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
 # The image `make oci` builds (its tag names the image in dist/oci); push it with skopeo (deploy/README.md).
@@ -61,7 +63,7 @@ DM := dist/libapi_agent.so
 build-dm:
 	cargo build --profile release-dm --lib --features dynamic-module
 	@mkdir -p dist
-	cp target/release-dm/libapi_agent.so $(DM)
+	cp $(TARGET_DIR)/release-dm/libapi_agent.so $(DM)
 	@echo "$(DM): $$(stat -c %s $(DM)) bytes"
 
 # Every Envoy callback the library imports must be exported by the Envoy binary it will run in.

@@ -13,6 +13,7 @@ pub mod schema;
 pub mod tools;
 pub mod tz;
 pub mod upstream;
+pub mod vec_map;
 
 #[cfg(target_arch = "wasm32")]
 mod filter;

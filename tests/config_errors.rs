@@ -91,7 +91,7 @@ fn yaml_configuration_text() {
 fn bad_configurations_name_the_field() {
     let cases: Vec<(Value, &str)> = vec![
         (with(base(), "/llm", Value::Null), "llm: required"),
-        (with(base(), "/reasoning", json!({"templateOpens": 1})), "reasoning.templateOpens: must be true or false, found number"),
+        (with(base(), "/reasoning", json!({"templateOpens": 1})), "reasoning.templateOpens: must be true or false, found integer"),
         (with(base(), "/tracing", json!({"agentName": ""})), "tracing.agentName: must be 1-64 printable ASCII characters"),
         (with(base(), "/tracing", json!({"agentName": "a\nb"})), "tracing.agentName: must be 1-64 printable ASCII characters"),
         (with(base(), "/tracing", json!({"content": "yes"})), "tracing.content: must be true or false, found string"),

@@ -379,25 +379,25 @@ fn cases() -> Vec<Case> {
 /// change to the hot path, to be made on purpose (raise the ceiling with the reason in the commit);
 /// lower them when it gets cheaper (the test prints the figures).
 const CEILINGS: &[(&str, u32, u64, u64)] = &[
-    ("Wasm react loop:response 1 op(s)", 38, 209, 21_275),
-    ("Wasm react loop:response 200 op(s)", 38, 209, 132_872),
-    ("Wasm react loop:request 1 op(s)", 37, 236, 25_786),
-    ("Wasm react loop:request 200 op(s)", 37, 236, 211_781),
-    ("Wasm native loop:response 1 op(s)", 38, 217, 18_198),
-    ("Wasm native loop:response 128 op(s)", 38, 217, 91_350),
-    ("Wasm native loop:request 1 op(s)", 37, 244, 20_503),
-    ("Wasm native loop:request 128 op(s)", 37, 244, 142_423),
-    ("Module react loop:response 1 op(s)", 39, 209, 21_275),
-    ("Module react loop:response 200 op(s)", 39, 209, 132_872),
-    ("Module react loop:request 1 op(s)", 38, 236, 25_786),
-    ("Module react loop:request 200 op(s)", 38, 236, 211_781),
-    ("Module native loop:response 1 op(s)", 39, 217, 18_198),
-    ("Module native loop:response 128 op(s)", 39, 217, 91_350),
-    ("Module native loop:request 1 op(s)", 38, 244, 20_503),
-    ("Module native loop:request 128 op(s)", 38, 244, 142_423),
+    ("Wasm react loop:response 1 op(s)", 38, 174, 17_097),
+    ("Wasm react loop:response 200 op(s)", 38, 174, 91_495),
+    ("Wasm react loop:request 1 op(s)", 37, 196, 20_135),
+    ("Wasm react loop:request 200 op(s)", 37, 196, 131_732),
+    ("Wasm native loop:response 1 op(s)", 38, 206, 16_757),
+    ("Wasm native loop:response 128 op(s)", 38, 206, 65_525),
+    ("Wasm native loop:request 1 op(s)", 37, 228, 18_713),
+    ("Wasm native loop:request 128 op(s)", 37, 228, 91_865),
+    ("Module react loop:response 1 op(s)", 39, 174, 17_097),
+    ("Module react loop:response 200 op(s)", 39, 174, 91_495),
+    ("Module react loop:request 1 op(s)", 38, 196, 20_135),
+    ("Module react loop:request 200 op(s)", 38, 196, 131_732),
+    ("Module native loop:response 1 op(s)", 39, 206, 16_757),
+    ("Module native loop:response 128 op(s)", 39, 206, 65_525),
+    ("Module native loop:request 1 op(s)", 38, 228, 18_713),
+    ("Module native loop:request 128 op(s)", 38, 228, 91_865),
     // The run's spans (`agent::spans`), made through Envoy's tracer.
-    ("Module react loop:response 1 op(s) traced", 79, 269, 26_071),
-    ("Module native loop:response 1 op(s) traced", 80, 281, 23_024),
+    ("Module react loop:response 1 op(s) traced", 79, 234, 21_893),
+    ("Module native loop:response 1 op(s) traced", 80, 270, 21_583),
 ];
 
 #[test]

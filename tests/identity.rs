@@ -51,7 +51,7 @@ fn sts(count: Rc<Cell<u32>>) -> impl Fn(&api_agent::agent::Call) -> ToolReply {
         assert_eq!(header(c, "content-type"), Some("application/x-www-form-urlencoded"));
         // base64("api-agent:sts-s3cret%2F%2B")
         assert_eq!(header(c, "authorization"), Some("Basic YXBpLWFnZW50OnN0cy1zM2NyZXQlMkYlMkI="));
-        let form = String::from_utf8(c.body.clone().unwrap()).unwrap();
+        let form = String::from_utf8(c.body.as_deref().unwrap().to_vec()).unwrap();
         let fields: Vec<(&str, &str)> = form.split('&').filter_map(|kv| kv.split_once('=')).collect();
         let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
         assert_eq!(get("grant_type"), Some("urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange"));

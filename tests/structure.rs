@@ -47,8 +47,8 @@ const ONLY_IMPORTED_BY: &[(&str, &[&str])] = &[
 /// The layers of src/, lowest first: a top-level module may import only modules of lower layers
 /// (and its own files). docs/architecture.md draws the same table; a module missing here fails.
 const LAYERS: &[&[&str]] = &[
-    // Leaves: text and JSON helpers, secrets masking, time zones, where calls go.
-    &["doc", "redact", "tz", "upstream"],
+    // Leaves: text and JSON helpers, secrets masking, time zones, where calls go, a small map.
+    &["doc", "redact", "tz", "upstream", "vec_map"],
     // Formats: JSON Schema, the OpenAI wire, OpenAPI documents.
     &["schema", "openai", "openapi"],
     // The tool registry (OpenAPI and MCP tools), then the prompts built from it.

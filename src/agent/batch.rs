@@ -5,16 +5,17 @@
 use super::identity::Pending;
 use super::protocol::{CallId, Event};
 use super::work::{ToolCall, Work};
-use std::collections::{BTreeMap, VecDeque};
+use crate::vec_map::VecMap;
+use std::collections::VecDeque;
 
 #[derive(Debug)]
 pub struct Batch {
     names: Vec<String>,
     results: Vec<Option<String>>,
     queue: VecDeque<(usize, ToolCall)>,
-    in_flight: BTreeMap<CallId, usize>,
+    in_flight: VecMap<CallId, usize>,
     /// MCP calls in flight, as they were before the step sent under each id (`agent::mcp`).
-    mcp: BTreeMap<CallId, ToolCall>,
+    mcp: VecMap<CallId, ToolCall>,
     /// Per call: retries allowed, retries sent, and the request kept for them.
     retries: Vec<(u32, u32, Option<ToolCall>)>,
     /// Per call: what the model is told before the reply (e.g. arguments that were dropped).
@@ -36,8 +37,8 @@ impl Batch {
             names: Vec::new(),
             results: Vec::new(),
             queue: VecDeque::new(),
-            in_flight: BTreeMap::new(),
-            mcp: BTreeMap::new(),
+            in_flight: VecMap::new(),
+            mcp: VecMap::new(),
             retries: Vec::new(),
             notes: Vec::new(),
             real: Vec::new(),

@@ -5,7 +5,7 @@ use super::error::{AgentError, ErrorCode};
 use super::protocol::{CallId, Failure};
 use super::retry::{Backoff, Wait};
 use crate::doc::truncate;
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// A reset this close to a call's timeout (or in its second half) is taken as the timeout.
 const TIMEOUT_SLACK_MS: u64 = 50;
@@ -14,9 +14,9 @@ const TIMEOUT_SLACK_MS: u64 = 50;
 pub struct Calls {
     next_id: u32,
     /// When each call in flight times out, to tell a timeout from a reset.
-    expiry: BTreeMap<CallId, u64>,
+    expiry: VecMap<CallId, u64>,
     /// When each call in flight was sent, for its duration.
-    sent: BTreeMap<CallId, u64>,
+    sent: VecMap<CallId, u64>,
     backoff: Backoff,
     /// `llm.maxRequestTime`, and when it is over for this request.
     max_request_ms: u64,
@@ -27,8 +27,8 @@ impl Calls {
     pub fn new(seed: u64, arrived_ms: u64, max_request_ms: u64) -> Calls {
         Calls {
             next_id: 0,
-            expiry: BTreeMap::new(),
-            sent: BTreeMap::new(),
+            expiry: VecMap::new(),
+            sent: VecMap::new(),
             backoff: Backoff::new(seed),
             max_request_ms,
             deadline: arrived_ms.saturating_add(max_request_ms),

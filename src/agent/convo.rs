@@ -166,7 +166,7 @@ impl Convo {
             }
         }
         if let Some(m) = model {
-            pair(&mut out, "model", &Value::String(m.to_string()));
+            pair(&mut out, "model", m);
         }
         out.extend_from_slice(b"\"messages\":[");
         if let Some(prefix) = &self.system_prefix {
@@ -296,13 +296,13 @@ fn add_to_question(messages: &mut [OutMessage], mode: Mode, block: &str) {
     }
 }
 
-fn write(out: &mut Vec<u8>, v: &Value) {
-    // Writing a Value into a Vec cannot fail.
+fn write<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    // Writing a Value or a string into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, v);
 }
 
-fn pair(out: &mut Vec<u8>, key: &str, v: &Value) {
-    write(out, &Value::String(key.to_string()));
+fn pair<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, key: &str, v: &T) {
+    write(out, key);
     out.push(b':');
     write(out, v);
     out.push(b',');

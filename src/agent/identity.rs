@@ -7,6 +7,7 @@
 use super::protocol::{Call, CallId, ClientHeaders};
 use super::work::ToolCall;
 use crate::config::{Api, TokenExchange};
+use crate::vec_map::VecMap;
 use std::collections::BTreeMap;
 
 /// `expires_in` when the token service gives none (seconds).
@@ -165,7 +166,7 @@ fn exchange_request(x: &TokenExchange, subject: &str, id: CallId, timeout_ms: u6
         path: x.path.clone(),
         authority: x.upstream.authority_or_service(),
         headers,
-        body: Some(form.into_bytes()),
+        body: Some(form.into_bytes().into()),
         timeout_ms,
         stream: false,
     }
@@ -200,7 +201,7 @@ pub fn not_authorized(tool: &str) -> String {
 #[derive(Debug, Default)]
 pub struct Pending {
     /// Exchanges in flight: call id → (`apis[]` index, retries sent).
-    pub calls: BTreeMap<CallId, (usize, u32)>,
+    pub calls: VecMap<CallId, (usize, u32)>,
     /// Exchanges waiting for their backoff: (due, `apis[]` index, retries sent).
     pub delayed: Vec<(u64, usize, u32)>,
     /// Tool calls waiting: (`apis[]` index, call id, call).

@@ -61,7 +61,7 @@ pub fn call(cfg: &Config, calls: &mut Calls, body: Vec<u8>, now_ms: u64) -> Retr
         path: llm.path.clone(),
         authority: llm.upstream.authority_or_service(),
         headers,
-        body: Some(body),
+        body: Some(body.into()),
         timeout_ms: calls.bounded(llm.upstream.timeout_ms, now_ms),
         stream: false,
     };

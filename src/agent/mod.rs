@@ -10,6 +10,7 @@
 
 mod approval;
 mod batch;
+mod body;
 mod calls;
 mod convo;
 mod error;

@@ -41,10 +41,11 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
 }
 
 pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
+    let mut structured = None;
     if reply.tool_calls.is_empty() {
         if let Some(read) = text_calls::read(&reply.content) {
             match read {
-                Ok(calls) => as_structured(&mut reply, calls),
+                Ok(calls) => structured = Some(as_structured(&mut reply, calls)),
                 Err(why) => {
                     // Meant as a call, but unreadable: the model is told why, as for an empty reply.
                     c.iterations += 1;
@@ -55,7 +56,6 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
             }
         }
     }
-    let mut message = reply.message;
     if reply.tool_calls.is_empty() && !reply.content.trim().is_empty() {
         return Next::Answer { content: reply.content, finish_reason: FinishReason::Stop };
     }
@@ -69,6 +69,8 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
         c.call_ids.clear();
         return Next::Tools(vec![Work::Known(cfg.template.empty_reply_reminder().to_string())]);
     }
+    // The message as a tree only now that it goes back into the conversation.
+    let mut message = structured.unwrap_or_else(|| reply.message_value());
     // Providers that omit call ids still need them matched by the tool messages.
     let ids: Vec<String> = reply
         .tool_calls
@@ -117,18 +119,21 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
 }
 
 /// Calls the model wrote as text become the turn's calls, as a tool-call parser would have made them:
-/// the text around them is not an answer, and the turn goes back in the conversation as calls.
-fn as_structured(reply: &mut LlmReply, calls: Vec<ToolCall>) {
+/// the text around them is not an answer, and the turn goes back in the conversation as calls (the
+/// message returned).
+fn as_structured(reply: &mut LlmReply, calls: Vec<ToolCall>) -> Value {
     let listed: Vec<Value> = calls
         .iter()
         .map(|tc| json!({"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}))
         .collect();
-    if let Value::Object(m) = &mut reply.message {
+    let mut message = reply.message_value();
+    if let Value::Object(m) = &mut message {
         m.insert("content".into(), Value::String(String::new()));
         m.insert("tool_calls".into(), Value::Array(listed));
     }
     reply.content.clear();
     reply.tool_calls = calls;
+    message
 }
 
 /// The assistant message with only the client's calls: the gateway does not run tools in a turn

@@ -1,5 +1,7 @@
 //! The only types the host exchanges with the agent: what it knows of a request, events in, commands out.
 
+pub use super::body::Body;
+
 /// Per-request inputs that would otherwise come from a clock or a random source.
 #[derive(Debug, Clone)]
 pub struct RequestMeta {
@@ -138,7 +140,7 @@ pub struct Call {
     pub path: String,
     pub authority: String,
     pub headers: Vec<(String, String)>,
-    pub body: Option<Vec<u8>>,
+    pub body: Option<Body>,
     pub timeout_ms: u64,
     /// Stream the reply: the host reports its head and body as they arrive (`CallHead`,
     /// `CallData`). Asked only of hosts that declared live streaming (`RequestMeta::live`).

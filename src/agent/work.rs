@@ -53,7 +53,7 @@ impl ToolCall {
             path: r.path,
             authority: r.authority,
             headers: r.headers,
-            body: r.body,
+            body: r.body.map(Into::into),
             timeout_ms,
             stream: false,
         }

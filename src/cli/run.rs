@@ -292,7 +292,7 @@ impl Driver {
             method: call.method.into(),
             url: call.path,
             headers,
-            body: call.body,
+            body: call.body.as_deref().map(<[u8]>::to_vec),
             timeout_ms: call.timeout_ms,
         };
         self.start_job(Job::Call(call.id), &call.cluster, request);

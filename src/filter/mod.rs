@@ -18,10 +18,10 @@ use crate::config::Plugin;
 use crate::host::discovery::Listings;
 use crate::host::metrics::Metrics;
 use crate::host::Instance;
+use crate::vec_map::VecMap;
 use http::{CallData, Http};
 use port::{now_ms, Root, Stats};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -52,12 +52,12 @@ struct RootCtx {
 
 #[derive(Default)]
 struct Vm {
-    roots: BTreeMap<u32, RootCtx>,
-    streams: BTreeMap<u32, Slot>,
+    roots: VecMap<u32, RootCtx>,
+    streams: VecMap<u32, Slot>,
     /// Callout tokens → the stream that made the call.
-    callouts: BTreeMap<u32, u32>,
+    callouts: VecMap<u32, u32>,
     /// Streams waiting for a wake-up, and when (host milliseconds).
-    timers: BTreeMap<u32, u64>,
+    timers: VecMap<u32, u64>,
 }
 
 thread_local! {
@@ -65,7 +65,7 @@ thread_local! {
     /// The metrics (apart from `VM`: recording them makes host calls but never re-enters).
     static STATS: (Metrics<usize>, Stats) = (Stats::catalogue(), Stats::default());
     /// MCP discovery of each root's plugin instance (its callouts never call back from inside the call).
-    static LISTINGS: RefCell<BTreeMap<u32, Listings>> = const { RefCell::new(BTreeMap::new()) };
+    static LISTINGS: RefCell<VecMap<u32, Listings>> = const { RefCell::new(VecMap::new()) };
 }
 
 /// Runs `f` with the metric catalogue and the stats it records into.
@@ -116,7 +116,7 @@ pub extern "C" fn proxy_on_context_create(id: u32, root_id: u32) {
     VM.with(|vm| {
         let mut vm = vm.borrow_mut();
         if root_id == 0 {
-            vm.roots.entry(id).or_default();
+            vm.roots.get_or_insert_with(id, RootCtx::default);
         } else {
             // The stream's own configuration: the root context it was created for.
             let instance = vm.roots.get(&root_id).and_then(|r| r.instance.clone());
@@ -144,7 +144,7 @@ pub extern "C" fn proxy_on_configure(root_id: u32, _size: usize) -> u32 {
             // A new instance: the old configurations' sessions and listings are no longer reachable.
             let instance = Rc::new(Instance::new(plugin));
             LISTINGS.with(|l| l.borrow_mut().insert(root_id, Listings::new(&instance, now_ms())));
-            VM.with(|vm| vm.borrow_mut().roots.entry(root_id).or_default().instance = Some(instance));
+            VM.with(|vm| vm.borrow_mut().roots.get_or_insert_with(root_id, RootCtx::default).instance = Some(instance));
             discovery(root_id, |l, root, instance| l.tick(root, instance));
             sync_tick(None);
             1

@@ -8,8 +8,8 @@ use crate::host::discovery::RootPort;
 use crate::host::metrics::{Kind, MetricSink, Metrics, CATALOGUE};
 use crate::host::port::SUMMARY_STATE_KEYS;
 use crate::host::{Attr, Headers, Port};
+use crate::vec_map::VecMap;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 
 /// The stream whose callback runs (Proxy-Wasm's effective context).
 pub struct Current;
@@ -85,7 +85,7 @@ impl Port for Current {
 #[derive(Default)]
 pub struct Stats {
     /// Per catalogue metric: the label values (joined by NUL, which no value holds) → Envoy's id.
-    ids: RefCell<[BTreeMap<String, u32>; CATALOGUE.len()]>,
+    ids: RefCell<[VecMap<String, u32>; CATALOGUE.len()]>,
     /// The lookup key being built (kept: no allocation per update).
     key: RefCell<String>,
 }

@@ -4,11 +4,11 @@
 use crate::agent::{Call, CallId, Failure};
 use crate::doc::truncate;
 use crate::tools::Request;
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// The callouts a stream has in flight: the host's token → the agent's call.
 #[derive(Debug, Default)]
-pub struct CallTable(BTreeMap<u64, CallId>);
+pub struct CallTable(VecMap<u64, CallId>);
 
 impl CallTable {
     pub fn insert(&mut self, token: u64, id: CallId) {

@@ -8,7 +8,7 @@ use super::instance::Instance;
 use crate::config::{Api, Config};
 use crate::tools::mcp::discovery::{Discovery, Outcome};
 use crate::tools::Request;
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 use std::rc::Rc;
 
 /// How often a server's tools are listed again.
@@ -40,7 +40,7 @@ struct Server {
 pub struct Listings {
     servers: Vec<Server>,
     /// Callout tokens → the server whose listing made the call.
-    calls: BTreeMap<u64, usize>,
+    calls: VecMap<u64, usize>,
 }
 
 impl Listings {
@@ -52,7 +52,7 @@ impl Listings {
                 servers.push(Server { config, listing: Discovery::new(s.api, &s.path, INTERVAL_MS, now) });
             }
         }
-        Listings { servers, calls: BTreeMap::new() }
+        Listings { servers, calls: VecMap::new() }
     }
 
     /// Whether any server is listed (the host then keeps a slow timer).

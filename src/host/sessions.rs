@@ -6,6 +6,7 @@
 
 use crate::agent::Agent;
 use crate::config::Config;
+use crate::vec_map::VecMap;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -14,7 +15,7 @@ type Known = BTreeMap<usize, Option<String>>;
 /// Keyed by the configuration's address: stable while the instance holds it; a configuration replaced
 /// by discovery hands its sessions on (`moved`).
 #[derive(Debug, Default)]
-pub struct Sessions(BTreeMap<usize, Known>, BTreeMap<usize, Vec<&'static str>>);
+pub struct Sessions(VecMap<usize, Known>, VecMap<usize, Vec<&'static str>>);
 
 fn key(cfg: &Rc<Config>) -> usize {
     Rc::as_ptr(cfg) as usize

@@ -6,7 +6,7 @@
 //! sessions (`sessions.rs`).
 
 use crate::agent::Agent;
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// How many tokens an instance keeps.
 pub const CAPACITY: usize = 1024;
@@ -22,9 +22,9 @@ struct Entry {
 }
 
 pub struct TokenCache {
-    entries: BTreeMap<Key, Entry>,
+    entries: VecMap<Key, Entry>,
     /// `used` → key: the least recently used first.
-    order: BTreeMap<u64, Key>,
+    order: VecMap<u64, Key>,
     tick: u64,
     capacity: usize,
 }
@@ -44,7 +44,7 @@ impl Default for TokenCache {
 
 impl TokenCache {
     pub fn new(capacity: usize) -> Self {
-        TokenCache { entries: BTreeMap::new(), order: BTreeMap::new(), tick: 0, capacity: capacity.max(1) }
+        TokenCache { entries: VecMap::new(), order: VecMap::new(), tick: 0, capacity: capacity.max(1) }
     }
 
     pub fn len(&self) -> usize {

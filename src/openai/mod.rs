@@ -5,6 +5,7 @@
 pub mod answer;
 pub mod message;
 pub mod reasoning;
+mod reply;
 pub mod responses;
 pub mod responses_out;
 pub mod sse;
@@ -12,6 +13,8 @@ pub mod text_calls;
 
 use crate::doc::{truncate, type_name};
 use serde_json::{Map, Value};
+
+pub use reply::LlmReply;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -176,101 +179,6 @@ impl Usage {
         self.completion_tokens = self.completion_tokens.saturating_add(other.completion_tokens);
         self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
         self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
-    }
-
-    fn from_value(v: Option<&Value>) -> Usage {
-        let get = |k: &str| v.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
-        let (p, c) = (get("prompt_tokens"), get("completion_tokens"));
-        let total = match get("total_tokens") {
-            0 => p.saturating_add(c),
-            t => t,
-        };
-        let reasoning_tokens = v
-            .and_then(|u| u.pointer("/completion_tokens_details/reasoning_tokens"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        Usage { prompt_tokens: p, completion_tokens: c, total_tokens: total, reasoning_tokens }
-    }
-}
-
-/// The parts of an LLM reply the loop uses.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LlmReply {
-    /// `choices[0].message` as the provider wrote it (native mode keeps it in the conversation).
-    pub message: Value,
-    /// The reply's text, without the model's thinking.
-    pub content: String,
-    /// The model's thinking, from a reasoning field or a leading think block.
-    pub reasoning: Option<reasoning::Reasoning>,
-    pub tool_calls: Vec<ToolCall>,
-    pub model: Option<String>,
-    pub usage: Usage,
-}
-
-/// The fields of a chat.completion the loop reads. Serde skips the rest (ids, logprobs, vendor
-/// fields) without building a tree for them: parsing LLM replies was a third of a request's cost.
-#[derive(serde::Deserialize)]
-struct Completion {
-    #[serde(default)]
-    choices: Option<Vec<Choice>>,
-    #[serde(default)]
-    model: Option<Value>,
-    #[serde(default)]
-    usage: Option<Value>,
-    #[serde(default)]
-    error: Option<Value>,
-}
-
-#[derive(serde::Deserialize)]
-struct Choice {
-    #[serde(default)]
-    message: Option<Value>,
-}
-
-impl LlmReply {
-    /// A chat.completion body; `Err` says what is wrong with it.
-    pub fn parse(body: &[u8]) -> Result<LlmReply, String> {
-        if body.trim_ascii_start().starts_with(b"data:") {
-            // A server that streams although it was not asked to: the chunks make the same reply.
-            let mut stream = sse::ChunkStream::new();
-            stream.feed(body);
-            return LlmReply::parse(&stream.completion()?);
-        }
-        let c: Completion = serde_json::from_slice(body).map_err(|e| {
-            format!("the LLM's reply is not JSON ({e}): {}", truncate(&String::from_utf8_lossy(body), 200))
-        })?;
-        if let Some(err) = c.error.filter(|e| !e.is_null()) {
-            let msg = err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), str::to_string);
-            return Err(format!("the LLM returned an error: {}", truncate(&msg, 300)));
-        }
-        let message = c
-            .choices
-            .and_then(|choices| choices.into_iter().next())
-            .and_then(|choice| choice.message)
-            .ok_or("the LLM's reply has no choices[0].message")?;
-        let text = content_text(message.get("content")).map_err(|e| format!("the LLM's reply: {e}"))?;
-        // A reasoning field wins; else a think block leading the content is the thinking.
-        let (reasoning, content) = match reasoning::of_fields(&message) {
-            Some(r) => (Some(r), reasoning::split_think(&text).1.to_string()),
-            None => match reasoning::split_think(&text) {
-                (Some(t), rest) => {
-                    (Some(reasoning::Reasoning { text: t, field: reasoning::Field::Think }), rest.to_string())
-                }
-                (None, _) => (None, text),
-            },
-        };
-        let tool_calls = match message.get("tool_calls") {
-            Some(Value::Array(calls)) => calls.iter().map(parse_tool_call).collect::<Result<_, _>>()?,
-            _ => Vec::new(),
-        };
-        Ok(LlmReply {
-            content,
-            reasoning,
-            tool_calls,
-            model: c.model.as_ref().and_then(Value::as_str).map(str::to_string),
-            usage: Usage::from_value(c.usage.as_ref()),
-            message,
-        })
     }
 }
 

@@ -40,11 +40,11 @@ pub struct Reasoning {
 }
 
 /// The reasoning a message's own fields carry (`reasoning_content` first), if any text.
-pub fn of_fields(message: &Value) -> Option<Reasoning> {
-    if let Some(text) = message.get("reasoning_content").and_then(Value::as_str).filter(|t| !t.trim().is_empty()) {
+pub fn of_fields(reasoning_content: Option<&Value>, reasoning: Option<&Value>) -> Option<Reasoning> {
+    if let Some(text) = reasoning_content.and_then(Value::as_str).filter(|t| !t.trim().is_empty()) {
         return Some(Reasoning { text: text.to_string(), field: Field::ReasoningContent });
     }
-    let text = match message.get("reasoning") {
+    let text = match reasoning {
         Some(Value::String(s)) => s.as_str(),
         Some(Value::Object(o)) => o.get("content").or_else(|| o.get("text")).and_then(Value::as_str).unwrap_or(""),
         _ => "",
@@ -153,6 +153,10 @@ mod tests {
         // A later block is the reply's own text (quoted, or an example), not reasoning.
         let t = "Use <think>tags</think> like this";
         assert_eq!(split_think(t), (None, t));
+    }
+
+    fn of_fields(m: &Value) -> Option<Reasoning> {
+        super::of_fields(m.get("reasoning_content"), m.get("reasoning"))
     }
 
     #[test]

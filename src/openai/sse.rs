@@ -289,7 +289,7 @@ mod tests {
             let fed = s.feed(body.as_bytes());
             assert_eq!(fed.reasoning, "Need the weather.");
             let reply = LlmReply::parse(&s.completion().unwrap()).unwrap();
-            assert_eq!(reply.message[field], "Need the weather.");
+            assert_eq!(reply.message_value()[field], "Need the weather.");
             assert_eq!(reply.reasoning.map(|r| r.text), Some("Need the weather.".to_string()));
         }
     }
@@ -318,7 +318,7 @@ mod tests {
         let calls: Vec<(&str, &str, &str)> =
             reply.tool_calls.iter().map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str())).collect();
         assert_eq!(calls, [("c1", "get_weather", "{\"location\":\"Oslo\"}"), ("c2", "get_time", "{}")]);
-        assert!(reply.message["content"].is_null());
+        assert!(reply.message_value()["content"].is_null());
     }
 
     #[test]

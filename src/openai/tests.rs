@@ -80,3 +80,24 @@ fn usage_sums_saturate() {
     let r = LlmReply::parse(br#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":9}}"#).unwrap();
     assert_eq!(r.usage.total_tokens, u64::MAX);
 }
+
+#[test]
+fn llm_replies_are_read_as_leniently_as_a_tree_would_be() {
+    // A field of another type reads as absent; a later duplicate wins; escaped keys are keys.
+    let r = LlmReply::parse(
+        br#"{"model":7,"choices":[{"message":{"content":["x"],"content":"hi","tool_calls":{"a":1},"\u0072easoning":{"text":"t"}}}],
+            "usage":{"prompt_tokens":1.5,"completion_tokens":-2,"total_tokens":"9","completion_tokens_details":{"reasoning_tokens":4}}}"#,
+    )
+    .unwrap();
+    assert_eq!((r.content.as_str(), r.model, r.tool_calls.len()), ("hi", None, 0));
+    assert_eq!(r.reasoning.map(|x| x.text).as_deref(), Some("t"));
+    assert_eq!(r.usage, Usage { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, reasoning_tokens: 4 });
+    // A message that is not an object has no content; `usage: null` counts nothing.
+    let r = LlmReply::parse(br#"{"choices":[{"message":"hi"}],"usage":null}"#).unwrap();
+    assert_eq!((r.content.as_str(), r.message.as_str(), r.usage), ("", "\"hi\"", Usage::default()));
+    assert!(LlmReply::parse(br#"{"choices":[{"message":{"content":5}}]}"#).unwrap_err().contains("'content' must be"));
+    assert!(LlmReply::parse(br#"{"error":"down"}"#).unwrap_err().contains("\"down\""));
+    // The message is kept as the provider wrote it, for native mode's conversation.
+    let r = LlmReply::parse(br#"{"choices":[{"message":{"role":"assistant","content":null,"x":1}}]}"#).unwrap();
+    assert_eq!(r.message_value(), json!({"role": "assistant", "content": null, "x": 1}));
+}

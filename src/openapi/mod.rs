@@ -171,12 +171,14 @@ pub fn load(text: &str, api: usize) -> Result<Loaded, OpenApiError> {
             let lower = method.to_ascii_lowercase();
             if !METHODS.contains(&lower.as_str()) {
                 if matches!(lower.as_str(), "options" | "trace") {
-                    out.warnings
-                        .push(format!("{} {path}: {lower} operations are not turned into tools", lower.to_uppercase()));
+                    out.warnings.push(format!(
+                        "{} {path}: {lower} operations are not turned into tools",
+                        lower.to_ascii_uppercase()
+                    ));
                 }
                 continue;
             }
-            let place = format!("{} {path}", lower.to_uppercase());
+            let place = format!("{} {path}", lower.to_ascii_uppercase());
             let servers = op.get("servers").or(path_servers);
             let server = Server::pick(servers).map_err(|e| e.at(&place))?;
             match operation(&resolver, &lower, path, item, op, server, api, &mut out.warnings) {
@@ -247,7 +249,7 @@ fn operation(
         Some(b) => match request_body(r, b, &mut properties, &mut required, &mut defs)? {
             Ok(body) => Some(body),
             Err(why) => {
-                warnings.push(format!("{} {path}: skipped ({why})", method.to_uppercase()));
+                warnings.push(format!("{} {path}: skipped ({why})", method.to_ascii_uppercase()));
                 return Ok(None);
             }
         },

@@ -1,12 +1,12 @@
 //! All configured tools, in configuration then source order, looked up by name.
 
 use super::{Binding, Tool};
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     tools: Vec<Tool>,
-    index: BTreeMap<String, usize>,
+    index: VecMap<String, usize>,
 }
 
 impl Catalog {
