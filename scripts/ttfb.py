@@ -18,27 +18,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 
 from support.agent import CHAT_PATH, CLIENT_HEADERS, CLIENT_MODEL, LLM_MODEL, Mocks, envoy_config, plugin_config  # noqa: E402
-from support.envoy import WASM_FILTER, Envoy  # noqa: E402
+from support.envoy import Envoy, as_dynamic_module  # noqa: E402
 from support.mocks import Response, completion  # noqa: E402
 from support.react import action, final  # noqa: E402
 
 LLM_DELAY_S = 0.2
 SLOW_DELTAS, SLOW_GAP_S = 20, 0.05
 SLOW_ANSWER = "It is cold in Oslo today: minus four degrees, a light wind from the north and some snow later."
-
-
-def as_dynamic_module(config: dict, lib: str) -> dict:
-    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = os.path.dirname(os.path.abspath(lib))
-    for listener in config["static_resources"]["listeners"]:
-        for f in listener["filter_chains"][0]["filters"]:
-            hs = f["typed_config"]["http_filters"]
-            for i, h in enumerate(hs):
-                if h["name"] == WASM_FILTER:
-                    hs[i] = {"name": "envoy.filters.http.dynamic_modules", "typed_config": {
-                        "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
-                        "dynamic_module_config": {"name": os.path.basename(lib)[3:-3]}, "filter_name": "api-agent",
-                        "filter_config": h["typed_config"]["config"]["configuration"]}}
-    return config
 
 
 def turn(text: str) -> Response:

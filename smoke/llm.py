@@ -51,7 +51,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))   # the e2e suite's Envoy
 from support.agent import Mocks, envoy_config, plugin_config  # noqa: E402
 from support.apis import translate_routes, weather_routes  # noqa: E402
 from support.client import sse_events  # noqa: E402
-from support.envoy import WASM_FILTER, Envoy, EnvoyError  # noqa: E402
+from support.envoy import Envoy, EnvoyError, as_dynamic_module  # noqa: E402
 from support.mocks import MockServer, Recorded, Response  # noqa: E402
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -562,23 +562,6 @@ def run_config(args, config: str, cases: list[Case], mocks: Mocks, workdir: str,
             problems.append(f"Envoy ({name}) log has {mark!r}: " +
                             next(line for line in log.splitlines() if mark in line)[:200])
     return results, problems
-
-
-def as_dynamic_module(config: dict, lib: str) -> dict:
-    """The Envoy configuration with the Proxy-Wasm filter replaced by the dynamic module `lib` (as
-    tests/e2e_dm and scripts/ttfb.py do it); Envoy finds the library through
-    ENVOY_DYNAMIC_MODULES_SEARCH_PATH, which it inherits from this process."""
-    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = os.path.dirname(os.path.abspath(lib))
-    for listener in config["static_resources"]["listeners"]:
-        for f in listener["filter_chains"][0]["filters"]:
-            hs = f["typed_config"]["http_filters"]
-            for i, h in enumerate(hs):
-                if h["name"] == WASM_FILTER:
-                    hs[i] = {"name": "envoy.filters.http.dynamic_modules", "typed_config": {
-                        "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
-                        "dynamic_module_config": {"name": os.path.basename(lib)[3:-3]}, "filter_name": "api-agent",
-                        "filter_config": h["typed_config"]["config"]["configuration"]}}
-    return config
 
 
 def module_version(log_path: str) -> str:

@@ -16,31 +16,11 @@ os.environ["WASM"] = LIB
 os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = os.path.dirname(LIB)
 
 import support.envoy  # noqa: E402
-from support.envoy import WASM_FILTER  # noqa: E402
-
-
-def dynamic_module_filter(wasm_filter: dict) -> dict:
-    """The Wasm filter's configuration, as the dynamic-module filter takes it."""
-    name = os.path.basename(LIB)[len("lib"):-len(".so")]
-    return {
-        "name": "envoy.filters.http.dynamic_modules",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
-            "dynamic_module_config": {"name": name},
-            "filter_name": "api-agent",
-            "filter_config": wasm_filter["typed_config"]["config"]["configuration"],
-        },
-    }
 
 
 def as_dynamic_module(config: dict) -> dict:
     """Every Wasm filter of an Envoy configuration replaced by the dynamic-module one."""
-    for listener in config.get("static_resources", {}).get("listeners", []):
-        for chain in listener.get("filter_chains", []):
-            for f in chain.get("filters", []):
-                filters = f.get("typed_config", {}).get("http_filters", [])
-                filters[:] = [dynamic_module_filter(h) if h["name"] == WASM_FILTER else h for h in filters]
-    return config
+    return support.envoy.as_dynamic_module(config, LIB)
 
 
 # Every test's Envoy goes through this class, whichever way its configuration was built.

@@ -75,6 +75,26 @@ def with_wasm(config: dict, wasm: str) -> dict:
     return config
 
 
+def as_dynamic_module(config: dict, lib: str) -> dict:
+    """The configuration with every Proxy-Wasm filter replaced by the dynamic module `lib`
+    (`lib<name>.so`, the same configuration text); Envoy finds the library through
+    ENVOY_DYNAMIC_MODULES_SEARCH_PATH, which it inherits from this process."""
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = os.path.dirname(os.path.abspath(lib))
+    for listener in config["static_resources"]["listeners"]:
+        for chain in listener["filter_chains"]:
+            for f in chain["filters"]:
+                hs = f.get("typed_config", {}).get("http_filters", [])
+                for i, h in enumerate(hs):
+                    if h["name"] == WASM_FILTER:
+                        hs[i] = {"name": "envoy.filters.http.dynamic_modules", "typed_config": {
+                            "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3"
+                                     ".DynamicModuleFilter",
+                            "dynamic_module_config": {"name": os.path.basename(lib)[len("lib"):-len(".so")]},
+                            "filter_name": "api-agent",
+                            "filter_config": h["typed_config"]["config"]["configuration"]}}
+    return config
+
+
 def _address(port: int) -> dict:
     return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
 
