@@ -373,3 +373,67 @@ mod config_errors {
         assert!(!shown.contains(SECRET), "{shown}");
     }
 }
+
+/// A token service that issues a new token on every exchange (`tok-<n>`), counting them.
+fn minting(count: Rc<Cell<u32>>) -> impl Fn(&api_agent::agent::Call) -> ToolReply {
+    move |_| {
+        count.set(count.get() + 1);
+        ToolReply::Http(200, format!(r#"{{"access_token":"tok-{}","expires_in":600}}"#, count.get()))
+    }
+}
+
+#[test]
+fn a_token_the_api_refuses_is_dropped_and_exchanged_again_once() {
+    // The API has revoked the first token: it answers 401 to it, 200 to any other.
+    let pets = |c: &api_agent::agent::Call| match header(c, "authorization") {
+        Some("Bearer tok-1") => ToolReply::Http(401, r#"{"error":"invalid_token"}"#.into()),
+        _ => ToolReply::Http(200, r#"[{"id": 1}]"#.into()),
+    };
+    let count = Rc::new(Cell::new(0));
+    let cache = Rc::new(RefCell::new(TokenCache::default()));
+    let turns = || {
+        [
+            classic_call("One.", "listPets", json!({"limit": 1})),
+            classic_call("Again.", "listPets", json!({"limit": 1})),
+            classic_final("Done."),
+        ]
+    };
+    let mut h = Harness::new(&two_apis()).tool(STS, minting(Rc::clone(&count))).tool(PETS, pets).llm(turns());
+    h.client_headers = vec![("authorization".into(), "Bearer alice".into())];
+    h.token_cache = Rc::clone(&cache);
+    let out = h.run(&user_q());
+    let used: Vec<_> =
+        out.tool_calls.iter().filter(|c| c.cluster == PETS).map(|c| header(c, "authorization")).collect();
+    assert_eq!(used, [Some("Bearer tok-1"), Some("Bearer tok-2")], "the refused token is exchanged again");
+    assert_eq!(count.get(), 2);
+    // The next request gets the good token from the cache, not the refused one.
+    let mut h = Harness::new(&two_apis()).tool(STS, minting(Rc::clone(&count))).tool(PETS, pets).llm(turns());
+    h.client_headers = vec![("authorization".into(), "Bearer alice".into())];
+    h.token_cache = Rc::clone(&cache);
+    let out = h.run(&user_q());
+    assert!(out
+        .tool_calls
+        .iter()
+        .filter(|c| c.cluster == PETS)
+        .all(|c| header(c, "authorization") == Some("Bearer tok-2")));
+    assert_eq!(count.get(), 2, "no exchange: the cache had tok-2");
+}
+
+#[test]
+fn an_api_that_keeps_refusing_costs_one_more_exchange_not_one_per_call() {
+    let count = Rc::new(Cell::new(0));
+    let turns = [
+        classic_call("One.", "listPets", json!({"limit": 1})),
+        classic_call("Two.", "listPets", json!({"limit": 2})),
+        classic_call("Three.", "listPets", json!({"limit": 3})),
+        classic_final("Done."),
+    ];
+    let mut h = Harness::new(&two_apis())
+        .tool(STS, minting(Rc::clone(&count)))
+        .tool(PETS, |_| ToolReply::Http(401, r#"{"error":"invalid_token"}"#.into()))
+        .llm(turns);
+    h.client_headers = vec![("authorization".into(), "Bearer alice".into())];
+    let out = h.run(&user_q());
+    assert_eq!(out.tool_calls.iter().filter(|c| c.cluster == PETS).count(), 3);
+    assert_eq!(count.get(), 2, "one exchange, one more after the first 401, none after that");
+}

@@ -42,6 +42,10 @@ pub struct Identity {
     tokens: BTreeMap<usize, Option<String>>,
     /// Exchanged by this request, not yet taken by the host.
     fresh: Vec<Exchanged>,
+    /// Cache keys of tokens an API refused (HTTP 401), for the host to drop.
+    dropped: Vec<[u8; 32]>,
+    /// APIs whose token was refused once in this request: not exchanged again.
+    refused_once: Vec<usize>,
 }
 
 /// What a tool call of an API may do now.
@@ -58,7 +62,7 @@ pub enum Gate {
 
 impl Identity {
     pub fn new(client: ClientHeaders) -> Identity {
-        Identity { client, tokens: BTreeMap::new(), fresh: Vec::new() }
+        Identity { client, tokens: BTreeMap::new(), fresh: Vec::new(), dropped: Vec::new(), refused_once: Vec::new() }
     }
 
     /// The cache keys of the APIs whose exchange this request would make (`apis[]` index, key).
@@ -75,6 +79,33 @@ impl Identity {
     /// The tokens exchanged since the last call, for the host to keep.
     pub fn take_fresh(&mut self) -> Vec<Exchanged> {
         std::mem::take(&mut self.fresh)
+    }
+
+    /// The cache keys of tokens refused since the last call, for the host to drop.
+    pub fn take_dropped(&mut self) -> Vec<[u8; 32]> {
+        std::mem::take(&mut self.dropped)
+    }
+
+    /// API `index` answered 401 to a call made with its exchanged token: the token is revoked or no
+    /// longer accepted. It is dropped (here, and by the host: no later request gets it) and the API's
+    /// next call in this request exchanges again; once per request, so a service that keeps refusing
+    /// costs one exchange, not one per call.
+    pub fn refused(&mut self, apis: &[Api], index: usize) {
+        let Some(x) = apis.get(index).and_then(|a| a.identity.token_exchange.as_ref()) else {
+            return;
+        };
+        if !matches!(self.tokens.get(&index), Some(Some(_))) || self.refused_once.contains(&index) {
+            return;
+        }
+        self.refused_once.push(index);
+        self.tokens.remove(&index);
+        if let Some(key) = x.subject(&self.client.0).map(|s| x.cache_key(s)) {
+            self.fresh.retain(|f| f.key != key);
+            self.dropped.push(key);
+        }
+        log::info!(
+            "apis[{index}] refused its exchanged token (HTTP 401): dropped, and exchanged again on its next call"
+        );
     }
 
     /// What a call of API `index` may do, `exchanging`: an exchange for it is under way.

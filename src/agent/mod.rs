@@ -96,6 +96,11 @@ impl Agent {
         self.machine.identity.seed(api, token);
     }
 
+    /// The cache keys of tokens an API refused since the last call, for the host to drop.
+    pub fn take_dropped_tokens(&mut self) -> Vec<[u8; 32]> {
+        self.machine.identity.take_dropped()
+    }
+
     /// The tokens this request exchanged since the last call, for the host to keep.
     pub fn take_exchanged(&mut self) -> Vec<Exchanged> {
         self.machine.identity.take_fresh()

@@ -193,6 +193,11 @@ impl ToolPhase<'_> {
             mcp::Reply::Observe => None,
         };
         self.answered(b, id, ToolClass::of_status(status), Some(status), body, ms);
+        if status == 401 {
+            if let Some(api) = b.name_of(id).and_then(|n| self.cfg.tools.get(n)).map(|t| t.api) {
+                self.identity.refused(&self.cfg.apis, api);
+            }
+        }
         if let Some(observation) = observation {
             self.step(b, id, ToolStatus::Http(status), &observation);
             return self.end(b, id, Some("tool_error"), observation);

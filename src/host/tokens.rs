@@ -100,8 +100,11 @@ impl TokenCache {
         }
     }
 
-    /// Keeps the tokens the agent exchanged since the last call.
+    /// Keeps the tokens the agent exchanged since the last call, and drops those an API refused.
     pub fn keep(&mut self, agent: &mut Agent, now_ms: u64) {
+        for key in agent.take_dropped_tokens() {
+            self.remove(&key);
+        }
         for x in agent.take_exchanged() {
             self.put(x.key, x.token, now_ms.saturating_add(x.ttl_ms));
         }
