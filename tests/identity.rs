@@ -437,3 +437,32 @@ fn an_api_that_keeps_refusing_costs_one_more_exchange_not_one_per_call() {
     assert_eq!(out.tool_calls.iter().filter(|c| c.cluster == PETS).count(), 3);
     assert_eq!(count.get(), 2, "one exchange, one more after the first 401, none after that");
 }
+
+#[test]
+fn credentials_a_tool_echoes_never_reach_the_model() {
+    // An API that echoes its request (as httpbin's /anything does): the exchanged token, the client's
+    // own header, the LLM's key; weather echoes the forwarded `x-user`, which is not a credential.
+    let echo = |c: &api_agent::agent::Call| {
+        let auth = header(c, "authorization").unwrap_or("-").to_string();
+        ToolReply::Http(
+            200,
+            format!(r#"{{"you sent": "{auth}", "client": "Bearer alice", "also": "alice", "llm": "sk-llm"}}"#),
+        )
+    };
+    let count = Rc::new(Cell::new(0));
+    let mut h = Harness::new(&two_apis_in("native"))
+        .tool(STS, sts(Rc::clone(&count)))
+        .tool(PETS, echo)
+        .tool(WEATHER, |c| ToolReply::Http(200, format!(r#"{{"for": "{}"}}"#, header(c, "x-user").unwrap_or("-"))))
+        .llm(both_calls());
+    h.client_headers = vec![("authorization".into(), "Bearer alice".into()), ("x-user".into(), "carol".into())];
+    let out = h.run(&user("Pets and weather?"));
+    let seen = out.llm_requests[1].to_string();
+    assert!(seen.contains(r#"you sent\": \"Bearer [redacted]"#), "{seen}");
+    for secret in ["tok-alice", "Bearer alice", "\\\"alice\\\"", "sk-llm"] {
+        assert!(!seen.contains(secret), "{secret} reached the model: {seen}");
+    }
+    assert!(seen.contains("carol"), "a forwarded identity that is not a credential stays: {seen}");
+    let steps = out.body_text();
+    assert!(!steps.contains("tok-alice") && !steps.contains("sk-llm"), "{steps}");
+}

@@ -81,6 +81,27 @@ impl Identity {
         std::mem::take(&mut self.fresh)
     }
 
+    /// `text` with the client's credentials this request carries (forwarded or exchanged headers that
+    /// hold one, `is_credential`, with and without `Bearer `) and the tokens it got masked: a tool that echoes its
+    /// request must not hand them to the model. Allocates only when one is found.
+    pub fn mask<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        let credentials = self.client.0.iter().filter(|(k, _)| is_credential(k));
+        let client = credentials.clone().map(|(_, v)| v.as_str());
+        let bare = credentials.filter_map(|(_, v)| v.strip_prefix("Bearer "));
+        let tokens = self.tokens.values().flatten().map(String::as_str);
+        let mut found: Vec<String> = client
+            .chain(bare)
+            .chain(tokens)
+            .filter(|s| s.len() >= 4 && text.contains(*s))
+            .map(str::to_string)
+            .collect();
+        if found.is_empty() {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        crate::config::sort_secrets(&mut found);
+        std::borrow::Cow::Owned(crate::redact::redact(text, &found).into_owned())
+    }
+
     /// The cache keys of tokens refused since the last call, for the host to drop.
     pub fn take_dropped(&mut self) -> Vec<[u8; 32]> {
         std::mem::take(&mut self.dropped)
@@ -169,6 +190,13 @@ impl Identity {
 pub struct Granted {
     pub token: String,
     pub expires_s: Option<u64>,
+}
+
+/// A header whose value is a credential, by its (lower-case) name: masked in tool replies. Other
+/// forwarded headers (`x-user`, `x-tenant`) are the client's identity, which the model may see.
+fn is_credential(name: &str) -> bool {
+    matches!(name, "authorization" | "proxy-authorization" | "cookie")
+        || ["token", "key", "secret", "session", "auth", "password"].iter().any(|w| name.contains(w))
 }
 
 /// The RFC 8693 request: a form-encoded POST, with the client's credentials as HTTP Basic.

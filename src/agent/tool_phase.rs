@@ -198,12 +198,12 @@ impl ToolPhase<'_> {
                 self.identity.refused(&self.cfg.apis, api);
             }
         }
-        if let Some(observation) = observation {
+        if let Some(observation) = observation.map(|o| self.masked(o)) {
             self.step(b, id, ToolStatus::Http(status), &observation);
             return self.end(b, id, Some("tool_error"), observation);
         }
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
-        let observation = work::tool_observation(self.cfg, &name, status, headers, body);
+        let observation = self.masked(work::tool_observation(self.cfg, &name, status, headers, body));
         self.step(b, id, ToolStatus::Http(status), &observation);
         if !self.retry(b, id, retry::status_wait(status, headers), now_ms) {
             let error = (!(200..300).contains(&status)).then(|| status.to_string());
@@ -278,6 +278,19 @@ impl ToolPhase<'_> {
             self.spans.tool_tag(id, "http.response.status_code", status);
         }
         self.report.tools.push(ToolRecord { name, class, status, ms });
+    }
+
+    /// What a tool returned, with every credential masked (configured secrets, the client's, the
+    /// tokens exchanged for it) before the model, the steps or a span sees it.
+    fn masked(&self, observation: String) -> String {
+        let text = match crate::redact::redact(&observation, &self.cfg.secret_list) {
+            std::borrow::Cow::Owned(masked) => masked,
+            std::borrow::Cow::Borrowed(_) => observation,
+        };
+        match self.identity.mask(&text) {
+            std::borrow::Cow::Owned(masked) => masked,
+            std::borrow::Cow::Borrowed(_) => text,
+        }
     }
 
     /// Call `id` is over: what the model is told (`error`: how the call failed, for its span).

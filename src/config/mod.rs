@@ -146,6 +146,8 @@ pub struct Config {
     pub identity_headers: Vec<String>,
     /// The run's spans where the host makes them (`tracing`).
     pub tracing: Tracing,
+    /// `secrets()`, found once at load: masked in what tools return before the model sees it.
+    pub secret_list: Vec<String>,
 }
 
 /// `tracing`: how the run's spans look (the dynamic module makes them through Envoy's tracer).
@@ -228,7 +230,7 @@ impl Config {
         let react_prompt_json = doc::json_string_contents(&react_prompt);
         let native_tools_json = Value::Array(native_tools.clone()).to_string();
         let identity_headers = Config::collect_identity_headers(&apis);
-        Ok(Config {
+        let mut config = Config {
             mode,
             loop_phase,
             max_response_bytes,
@@ -251,7 +253,10 @@ impl Config {
             warnings,
             identity_headers,
             tracing,
-        })
+            secret_list: Vec::new(),
+        };
+        config.secret_list = config.secrets();
+        Ok(config)
     }
 }
 
