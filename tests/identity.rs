@@ -145,6 +145,8 @@ fn a_refused_exchange_is_an_observation_and_the_api_is_not_called() {
         assert!(out.tool_calls.iter().all(|c| c.cluster != PETS), "pets called: {:?}", out.tool_calls);
         assert!(out.last_message(2).contains("not authorized to use 'listPets'"), "{}", out.last_message(2));
         assert_eq!(count.get(), u32::from(who.is_some()));
+        let want: &[(usize, &str)] = if who.is_some() { &[(0, "refused")] } else { &[] };
+        assert_eq!(out.exchanges, want, "no subject header: no exchange to count");
     }
 }
 
@@ -167,6 +169,7 @@ fn a_failing_token_service_is_retried_then_reported() {
     let out = h.run(&user_q());
     assert_eq!(tries.get(), 3, "1 + maxRetries");
     assert!(out.tool_calls.iter().all(|c| c.cluster != PETS));
+    assert_eq!(out.exchanges, [(0, "failed")]);
     assert!(out.last_message(2).contains("not authorized"));
     // A retry that succeeds: the call goes on with the token.
     let tries = Rc::new(Cell::new(0));
@@ -185,6 +188,7 @@ fn a_failing_token_service_is_retried_then_reported() {
     let out = h.run(&user_q());
     let pets = out.tool_calls.iter().find(|c| c.cluster == PETS).unwrap();
     assert_eq!(header(pets, "authorization"), Some("Bearer tok-dave"));
+    assert_eq!(out.exchanges, [(0, "exchanged")], "a retried exchange counts once");
 }
 
 #[test]
@@ -406,6 +410,7 @@ fn a_token_the_api_refuses_is_dropped_and_exchanged_again_once() {
         out.tool_calls.iter().filter(|c| c.cluster == PETS).map(|c| header(c, "authorization")).collect();
     assert_eq!(used, [Some("Bearer tok-1"), Some("Bearer tok-2")], "the refused token is exchanged again");
     assert_eq!(count.get(), 2);
+    assert_eq!(out.exchanges, [(0, "exchanged"), (0, "dropped"), (0, "exchanged")], "api_agent_token_exchanges");
     // The next request gets the good token from the cache, not the refused one.
     let mut h = Harness::new(&two_apis()).tool(STS, minting(Rc::clone(&count))).tool(PETS, pets).llm(turns());
     h.client_headers = vec![("authorization".into(), "Bearer alice".into())];
@@ -417,6 +422,7 @@ fn a_token_the_api_refuses_is_dropped_and_exchanged_again_once() {
         .filter(|c| c.cluster == PETS)
         .all(|c| header(c, "authorization") == Some("Bearer tok-2")));
     assert_eq!(count.get(), 2, "no exchange: the cache had tok-2");
+    assert_eq!(out.exchanges, [(0, "cached")], "counted once, for the first call that used it");
 }
 
 #[test]

@@ -46,6 +46,8 @@ pub struct Identity {
     dropped: Vec<[u8; 32]>,
     /// APIs whose token was refused once in this request: not exchanged again.
     refused_once: Vec<usize>,
+    /// APIs whose token the host kept (seeded), and whether a call has used it yet.
+    seeded: Vec<(usize, bool)>,
 }
 
 /// What a tool call of an API may do now.
@@ -62,7 +64,14 @@ pub enum Gate {
 
 impl Identity {
     pub fn new(client: ClientHeaders) -> Identity {
-        Identity { client, tokens: BTreeMap::new(), fresh: Vec::new(), dropped: Vec::new(), refused_once: Vec::new() }
+        Identity {
+            client,
+            tokens: BTreeMap::new(),
+            fresh: Vec::new(),
+            dropped: Vec::new(),
+            refused_once: Vec::new(),
+            seeded: Vec::new(),
+        }
     }
 
     /// The cache keys of the APIs whose exchange this request would make (`apis[]` index, key).
@@ -73,6 +82,7 @@ impl Identity {
 
     /// A token the host kept for API `api` and this request's subject.
     pub fn seed(&mut self, api: usize, token: String) {
+        self.seeded.push((api, false));
         self.tokens.insert(api, Some(token));
     }
 
@@ -111,13 +121,15 @@ impl Identity {
     /// longer accepted. It is dropped (here, and by the host: no later request gets it) and the API's
     /// next call in this request exchanges again; once per request, so a service that keeps refusing
     /// costs one exchange, not one per call.
-    pub fn refused(&mut self, apis: &[Api], index: usize) {
+    /// True when the token was dropped.
+    pub fn refused(&mut self, apis: &[Api], index: usize) -> bool {
         let Some(x) = apis.get(index).and_then(|a| a.identity.token_exchange.as_ref()) else {
-            return;
+            return false;
         };
         if !matches!(self.tokens.get(&index), Some(Some(_))) || self.refused_once.contains(&index) {
-            return;
+            return false;
         }
+        self.seeded.retain(|(api, _)| *api != index);
         self.refused_once.push(index);
         self.tokens.remove(&index);
         if let Some(key) = x.subject(&self.client.0).map(|s| x.cache_key(s)) {
@@ -127,6 +139,18 @@ impl Identity {
         log::info!(
             "apis[{index}] refused its exchanged token (HTTP 401): dropped, and exchanged again on its next call"
         );
+        true
+    }
+
+    /// A call of API `index` goes out with a token the host kept: true the first time in this request.
+    pub fn first_use_of_kept(&mut self, index: usize) -> bool {
+        match self.seeded.iter_mut().find(|(api, used)| *api == index && !*used) {
+            Some(entry) => {
+                entry.1 = true;
+                true
+            }
+            None => false,
+        }
     }
 
     /// What a call of API `index` may do, `exchanging`: an exchange for it is under way.

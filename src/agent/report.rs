@@ -123,6 +123,10 @@ pub struct Report {
     /// Milliseconds of each answered LLM callout (the first turn through the route is not timed).
     pub llm_ms: Vec<u64>,
     pub tools: Vec<ToolRecord>,
+    /// Token exchanges by `apis[]` index: `exchanged`, `cached` (a kept token used, no exchange),
+    /// `refused` (the token service said no), `failed` (it kept failing), `dropped` (the API refused the
+    /// token: 401).
+    pub exchanges: Vec<(usize, &'static str)>,
     pub malformed: u32,
     pub json_retries: u32,
     pub tokens: Usage,
@@ -143,6 +147,7 @@ impl Report {
             llm_retries: 0,
             llm_ms: Vec::new(),
             tools: Vec::new(),
+            exchanges: Vec::new(),
             malformed: 0,
             json_retries: 0,
             tokens: Usage::default(),

@@ -61,7 +61,12 @@ impl ToolPhase<'_> {
         while let Some((id, call)) = b.take(|| self.calls.mint()) {
             let api = call.api;
             match self.identity.gate(&self.cfg.apis, api, b.identity.exchanging(api)) {
-                Gate::Go(headers) => commands.push(self.send(b, id, call, headers, now_ms)),
+                Gate::Go(headers) => {
+                    if self.identity.first_use_of_kept(api) {
+                        self.report.exchanges.push((api, "cached"));
+                    }
+                    commands.push(self.send(b, id, call, headers, now_ms));
+                }
                 Gate::Wait => b.identity.parked.push((api, id, call)),
                 Gate::Exchange => {
                     b.identity.parked.push((api, id, call));
@@ -133,6 +138,7 @@ impl ToolPhase<'_> {
         };
         let why = match result {
             Ok(granted) => {
+                self.report.exchanges.push((api, "exchanged"));
                 self.spans.mask(&granted.token);
                 self.identity.answered(&self.cfg.apis, api, Some(granted));
                 for (id, call) in b.identity.unpark(api) {
@@ -150,6 +156,7 @@ impl ToolPhase<'_> {
             return;
         }
         log::warn!("#{} token exchange for apis[{api}]: {why}; its tools are not called", self.request);
+        self.report.exchanges.push((api, if wait.is_some() { "failed" } else { "refused" }));
         self.identity.answered(&self.cfg.apis, api, None);
         for (id, _) in b.identity.unpark(api) {
             self.denied(b, id);
@@ -195,7 +202,9 @@ impl ToolPhase<'_> {
         self.answered(b, id, ToolClass::of_status(status), Some(status), body, ms);
         if status == 401 {
             if let Some(api) = b.name_of(id).and_then(|n| self.cfg.tools.get(n)).map(|t| t.api) {
-                self.identity.refused(&self.cfg.apis, api);
+                if self.identity.refused(&self.cfg.apis, api) {
+                    self.report.exchanges.push((api, "dropped"));
+                }
             }
         }
         if let Some(observation) = observation.map(|o| self.masked(o)) {

@@ -27,7 +27,7 @@ const fn metric(name: &'static str, kind: Kind, labels: &'static [&'static str])
 const MODE: &[&str] = &["mode"];
 
 /// Every metric, in the order of `Id`.
-pub const CATALOGUE: [Metric; 12] = [
+pub const CATALOGUE: [Metric; 13] = [
     metric("requests", Kind::Counter, &["mode", "outcome"]),
     metric("llm_turns", Kind::Counter, MODE),
     metric("llm_retries", Kind::Counter, MODE),
@@ -40,6 +40,7 @@ pub const CATALOGUE: [Metric; 12] = [
     metric("tool_call_duration_ms", Kind::Histogram, &["tool"]),
     metric("mcp_listings", Kind::Counter, &["api", "outcome"]),
     metric("tokens_per_request", Kind::Histogram, MODE),
+    metric("token_exchanges", Kind::Counter, &["api", "outcome"]),
 ];
 
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +57,7 @@ enum Id {
     ToolCallDurationMs,
     McpListings,
     TokensPerRequest,
+    TokenExchanges,
 }
 
 /// Where a host records metrics; `Id` is the host's handle of one catalogue entry.
@@ -108,6 +110,9 @@ impl<T: Copy> Metrics<T> {
         for ms in &r.llm_ms {
             self.record(sink, Id::LlmCallDurationMs, &mode, *ms);
         }
+        for (api, outcome) in &r.exchanges {
+            self.add(sink, Id::TokenExchanges, &[&api.to_string(), outcome], 1);
+        }
         for t in &r.tools {
             self.add(sink, Id::ToolCalls, &[&t.name, t.class.as_str()], 1);
             if t.status.is_some() || t.ms > 0 {
@@ -156,6 +161,7 @@ mod tests {
             (Id::ToolCallDurationMs, "tool_call_duration_ms"),
             (Id::McpListings, "mcp_listings"),
             (Id::TokensPerRequest, "tokens_per_request"),
+            (Id::TokenExchanges, "token_exchanges"),
         ];
         for (id, name) in names {
             assert_eq!(CATALOGUE[id as usize].name, name);

@@ -99,6 +99,8 @@ pub struct Outcome {
     pub summary: String,
     /// The agent's span notes, in order, one line each (`Harness::spans`).
     pub spans: Vec<String>,
+    /// The report's token exchanges: (`apis[]` index, outcome).
+    pub exchanges: Vec<(usize, &'static str)>,
 }
 
 impl Outcome {
@@ -217,6 +219,7 @@ impl Harness {
             sent: Vec::new(),
             summary: String::new(),
             spans: Vec::new(),
+            exchanges: Vec::new(),
         };
         let mut round = agent.handle(Event::ClientRequest { body }, now);
         for _ in 0..MAX_STEPS {
@@ -243,6 +246,7 @@ impl Harness {
                     out.end_ms = now;
                     let fields = agent.report().fields();
                     out.summary = fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+                    out.exchanges.clone_from(&agent.report().exchanges);
                     agent.end_spans();
                     out.spans = agent.take_spans().iter().map(span_line).collect();
                     return out;

@@ -174,6 +174,21 @@ def test_the_cache_saves_the_second_exchange(gateway, mocks, sts, idp):
     print(f"token service calls for 100 requests of one user: {sts.count} (Envoy workers: {workers})")
     assert 1 <= sts.count <= workers
     assert all(r.headers["authorization"] == "Bearer xtok-carol" for r in mocks.translate.requests)
+    # api_agent_token_exchanges: each request either exchanged or used the kept token.
+    exchanges = exchange_counts(gateway)
+    assert exchanges.get("exchanged", 0) >= sts.count and sum(exchanges.values()) >= 100, exchanges
+    assert exchanges.get("cached", 0) >= 100 - workers, exchanges
+
+
+def exchange_counts(envoy: Envoy) -> dict[str, int]:
+    """api_agent_token_exchanges by outcome, summed over APIs, from /stats (either host's naming)."""
+    counts: dict[str, int] = {}
+    for line in (envoy._admin_get("/stats") or "").splitlines():
+        name, _, value = line.partition(": ")
+        if "token_exchanges" in name and value.strip().isdigit():
+            outcome = name.rsplit(".", 1)[-1]
+            counts[outcome] = counts.get(outcome, 0) + int(value)
+    return counts
 
 
 def test_two_users_never_get_each_others_token(gateway, mocks, sts, idp):
