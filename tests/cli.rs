@@ -611,3 +611,43 @@ fn run_reports_a_failed_answer_and_missing_endpoints() {
         "{o:?}"
     );
 }
+
+#[test]
+fn run_header_is_the_clients_identity_on_the_apis_that_forward_it() {
+    // A plugin configuration whose weather API forwards the client's `x-user-token`.
+    let config = json!({
+        "llm": {"serviceName": "llm.dns", "servicePort": 18001, "path": "/v1/chat/completions", "apiKey": "sk-x",
+                "domain": "llm.local"},
+        "apis": [{"apiProvider": {"serviceName": "weather.dns", "servicePort": 18002, "domain": "api.weather.example",
+                                  "forwardHeaders": ["x-user-token"]}, "api": spec("weather.yaml")}],
+    });
+    let file = TempFile::new("forwarding.json", &config.to_string());
+    let (llm, weather) = (react_llm(), weather_api());
+    let eps = [format!("{LLM}={}", llm.url), format!("{WEATHER}={}", weather.url)];
+    let mut args = vec!["run", file.path(), "--question", "What is the weather in Jinan?"];
+    args.extend(["--header", "X-User-Token: tok-of-alice-123", "--header", "x-unused: 1"]);
+    for e in &eps {
+        args.extend(["--endpoint", e.as_str()]);
+    }
+    let o = cli(&args);
+    assert_eq!(status(&o), 0, "{o:?}");
+    let tools = weather.received.lock().unwrap().clone();
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0].header("x-user-token"), Some("tok-of-alice-123"), "forwarded to the API");
+    for r in llm.received.lock().unwrap().iter() {
+        assert_eq!(r.header("x-user-token"), None, "never to the LLM");
+        assert!(!r.body.contains("tok-of-alice-123"));
+    }
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(!out.contains("tok-of-alice-123") && !err.contains("tok-of-alice-123"), "printed: {out}{err}");
+    assert!(err.contains("--header x-unused: no API of this configuration forwards it"), "{err}");
+    // A malformed header is a usage error that never echoes its value.
+    let mut args = vec!["run", file.path(), "--question", "q", "--header", "no-colon-secret-value"];
+    for e in &eps {
+        args.extend(["--endpoint", e.as_str()]);
+    }
+    let o = cli(&args);
+    assert_ne!(status(&o), 0);
+    assert!(stderr(&o).contains("expected NAME:VALUE"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("secret-value"), "{}", stderr(&o));
+}

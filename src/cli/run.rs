@@ -129,8 +129,9 @@ fn client_headers(args: &[String], cfg: &Config) -> Result<ClientHeaders, CliErr
     let used = cfg.identity_headers.clone();
     let mut out = Vec::new();
     for arg in args {
+        // Without a colon there is no telling name from value: nothing of it is shown.
         let (name, value) = arg.split_once(':').ok_or_else(|| {
-            CliError::usage(format!("--header '{name}': expected NAME:VALUE", name = first_word(arg)))
+            CliError::usage("--header: expected NAME:VALUE (the argument is not shown: it may hold a credential)")
         })?;
         let name = name.trim().to_ascii_lowercase();
         if name.is_empty() || !name.bytes().all(crate::config::is_token_byte) {
@@ -146,11 +147,6 @@ fn client_headers(args: &[String], cfg: &Config) -> Result<ClientHeaders, CliErr
         out.push((name, value.trim().to_string()));
     }
     Ok(ClientHeaders(out))
-}
-
-/// The start of an argument, never its value (which may be a credential).
-fn first_word(arg: &str) -> &str {
-    arg.split([' ', '=']).next().unwrap_or("").get(..40).unwrap_or("")
 }
 
 /// An HTTP exchange in flight: the forwarded first turn, or a callout.
