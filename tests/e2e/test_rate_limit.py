@@ -14,7 +14,7 @@ import pytest
 
 from support import client
 from support.agent import CHAT_PATH, CLIENT_HEADERS, CLIENT_MODEL, Gateway, envoy_config, plugin_config
-from support.envoy import Envoy
+from support.envoy import Envoy, grpc_cluster
 from test_native import tool_calls
 
 RLS_CLUSTER = "ratelimit"
@@ -133,15 +133,7 @@ def with_token_rate_limit(config: dict, rls_port: int, dm: bool) -> dict:
         "apply_on_stream_done": True,
         "hits_addend": {"format": tokens},
     }]
-    h2 = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-        "explicit_http_config": {"http2_protocol_options": {}}}}
-    address = {"socket_address": {"address": "127.0.0.1", "port_value": rls_port}}
-    config["static_resources"]["clusters"].append({
-        "name": RLS_CLUSTER, "type": "STATIC", "connect_timeout": "1s", "typed_extension_protocol_options": h2,
-        "load_assignment": {"cluster_name": RLS_CLUSTER,
-                            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": address}}]}]},
-    })
+    config["static_resources"]["clusters"].append(grpc_cluster(RLS_CLUSTER, rls_port))
     return config
 
 

@@ -95,6 +95,15 @@ def as_dynamic_module(config: dict, lib: str) -> dict:
     return config
 
 
+def grpc_cluster(name: str, port: int) -> dict:
+    """A cluster for a gRPC service on 127.0.0.1:`port` (HTTP/2 upstream), e.g. a collector or a rate
+    limit service a test runs."""
+    h2 = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "explicit_http_config": {"http2_protocol_options": {}}}}
+    return {**_cluster(name, port), "typed_extension_protocol_options": h2}
+
+
 def _address(port: int) -> dict:
     return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
 

@@ -11,6 +11,8 @@ from concurrent import futures
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
+from .envoy import grpc_cluster
+
 CLUSTER = "otlp"
 
 
@@ -87,14 +89,7 @@ def with_tracing(config: dict, port: int, service: str = "gateway") -> dict:
             },
         },
     }
-    h2 = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-        "explicit_http_config": {"http2_protocol_options": {}}}}
-    address = {"socket_address": {"address": "127.0.0.1", "port_value": port}}
-    config["static_resources"]["clusters"].append({
-        "name": CLUSTER, "type": "STATIC", "connect_timeout": "1s", "typed_extension_protocol_options": h2,
-        "load_assignment": {"cluster_name": CLUSTER, "endpoints": [{"lb_endpoints": [{"endpoint": {"address": address}}]}]},
-    })
+    config["static_resources"]["clusters"].append(grpc_cluster(CLUSTER, port))
     config["layered_runtime"] = {"layers": [{"name": "otel", "static_layer": {
         "tracing.opentelemetry.min_flush_spans": 1, "tracing.opentelemetry.flush_interval_ms": 50}}]}
     return config
