@@ -472,3 +472,26 @@ fn credentials_a_tool_echoes_never_reach_the_model() {
     let steps = out.body_text();
     assert!(!steps.contains("tok-alice") && !steps.contains("sk-llm"), "{steps}");
 }
+
+#[test]
+fn a_credential_cut_by_the_observation_limit_is_masked_whole() {
+    // The reply is cut to maxObservationBytes (64) in the middle of the echoed token: masked after the
+    // cut, its first part would still reach the model.
+    let cfg = config(
+        &[("pets.svc", "oai-petstore.yaml", json!({"tokenExchange": exchange()}))],
+        json!({"mode": "native", "llm": {"maxObservationBytes": 64}}),
+    );
+    let count = Rc::new(Cell::new(0));
+    let mut h = Harness::new(&cfg)
+        .tool(STS, sts(Rc::clone(&count)))
+        .tool(PETS, |c| {
+            let token = header(c, "authorization").unwrap_or("-").trim_start_matches("Bearer ").to_string();
+            ToolReply::Http(200, format!("{}{token} and more", "x".repeat(50)))
+        })
+        .llm([native_calls(&[("a", "listPets", json!({"limit": 1}))]), text("Done.")]);
+    h.client_headers = vec![("authorization".into(), "Bearer alice-with-a-rather-long-subject".into())];
+    let out = h.run(&user("Pets?"));
+    let seen = out.llm_requests[1].to_string();
+    assert!(seen.contains("[redacted]") || seen.contains("[red"), "{seen}");
+    assert!(!seen.contains("tok-al"), "a cut token reached the model: {seen}");
+}

@@ -14,6 +14,8 @@ use super::steps::{Steps, ToolStatus};
 use super::work::{self, ToolCall, Work};
 use crate::config::Config;
 use crate::doc::truncate;
+use crate::redact::redact;
+use std::borrow::Cow;
 
 /// A reply: status, headers, body.
 type Answer<'b> = (u16, &'b [(String, String)], &'b [u8]);
@@ -192,9 +194,12 @@ impl ToolPhase<'_> {
     /// A tool's reply: its observation, the next step of its MCP handshake, or a retry later.
     fn on_reply(&mut self, b: &mut Batch, id: CallId, reply: (u16, &[(String, String)], &[u8]), now_ms: u64) {
         let (status, headers, body) = reply;
+        // Masked whole, before anything reads or cuts it: the log, the observation, the steps, a span.
+        let masked = self.masked(body);
+        let body: &[u8] = &masked;
         let sent = self.calls.forget(id);
         let ms = sent.map_or(0, |sent| now_ms.saturating_sub(sent));
-        let observation = match self.mcp_reply(b, id, reply, sent) {
+        let observation = match self.mcp_reply(b, id, (status, headers, body), sent) {
             mcp::Reply::Next => return,
             mcp::Reply::Failed(observation) => Some(observation),
             mcp::Reply::Observe => None,
@@ -207,12 +212,12 @@ impl ToolPhase<'_> {
                 }
             }
         }
-        if let Some(observation) = observation.map(|o| self.masked(o)) {
+        if let Some(observation) = observation {
             self.step(b, id, ToolStatus::Http(status), &observation);
             return self.end(b, id, Some("tool_error"), observation);
         }
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
-        let observation = self.masked(work::tool_observation(self.cfg, &name, status, headers, body));
+        let observation = work::tool_observation(self.cfg, &name, status, headers, body);
         self.step(b, id, ToolStatus::Http(status), &observation);
         if !self.retry(b, id, retry::status_wait(status, headers), now_ms) {
             let error = (!(200..300).contains(&status)).then(|| status.to_string());
@@ -289,17 +294,19 @@ impl ToolPhase<'_> {
         self.report.tools.push(ToolRecord { name, class, status, ms });
     }
 
-    /// What a tool returned, with every credential masked (configured secrets, the client's, the
-    /// tokens exchanged for it) before the model, the steps or a span sees it.
-    fn masked(&self, observation: String) -> String {
-        let text = match crate::redact::redact(&observation, &self.cfg.secret_list) {
-            std::borrow::Cow::Owned(masked) => masked,
-            std::borrow::Cow::Borrowed(_) => observation,
+    /// A tool's reply body with every credential masked (configured secrets, the client's, the tokens
+    /// exchanged for it), before the log, the model, the steps or a span sees any of it, and before it
+    /// is cut to `maxObservationBytes` (a cut secret would no longer match). Borrowed when there is none.
+    fn masked<'b>(&self, body: &'b [u8]) -> Cow<'b, [u8]> {
+        let text = String::from_utf8_lossy(body);
+        let masked = match redact(&text, &self.cfg.secret_list) {
+            Cow::Borrowed(t) => match self.identity.mask(t) {
+                Cow::Owned(m) => Some(m),
+                Cow::Borrowed(_) => None,
+            },
+            Cow::Owned(m) => Some(self.identity.mask(&m).into_owned()),
         };
-        match self.identity.mask(&text) {
-            std::borrow::Cow::Owned(masked) => masked,
-            std::borrow::Cow::Borrowed(_) => text,
-        }
+        masked.map_or(Cow::Borrowed(body), |m| Cow::Owned(m.into_bytes()))
     }
 
     /// Call `id` is over: what the model is told (`error`: how the call failed, for its span).
