@@ -141,11 +141,12 @@ impl Live {
     /// stream that has none yet. Each byte of the turn is looked at a bounded number of times.
     pub fn data(&mut self, id: CallId, data: &[u8], model: &str, now: u64) -> Option<(bool, Vec<u8>)> {
         let (mode, relay, earlier, reasoning) = (self.mode, self.relay, self.earlier, self.reasoning);
-        let template_opens = self.template_opens;
+        let (template_opens, opening) = (self.template_opens, !self.is_open());
         let turn = self.turn.as_mut().filter(|t| t.id == id)?;
         let sse = turn.sse.as_mut()?;
         let fed = sse.feed(data);
-        let model = sse.model().unwrap_or(model).to_string();
+        // The model the stream names, needed only to open it (not per chunk).
+        let model = opening.then(|| sse.model().unwrap_or(model).to_string());
         let thinking = (reasoning && !turn.stopped && !fed.reasoning.is_empty()).then_some(fed.reasoning);
         let piece = if turn.stopped || !relay || fed.content.is_empty() || fed.tool_call {
             turn.stopped |= fed.tool_call;
@@ -156,10 +157,9 @@ impl Live {
         if thinking.is_none() && piece.is_none() {
             return None;
         }
-        let opening = !self.is_open();
         let mut out = Vec::new();
-        if opening {
-            self.wire.set_model(&model);
+        if let Some(model) = &model {
+            self.wire.set_model(model);
             out = self.wire.open();
         }
         if let Some(t) = &thinking {
