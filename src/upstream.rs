@@ -88,12 +88,16 @@ impl TokenExchange {
         (!token.is_empty()).then_some(token)
     }
 
-    /// The key an exchanged token is kept under: a SHA-256 of the subject token, the audience and the
-    /// scope (never the token itself).
+    /// The key an exchanged token is kept under: a SHA-256 of the subject token, the token service
+    /// (cluster, path, client id), the audience and the scope (never the token itself). Two APIs that
+    /// exchange at different services never share a token, even with the same audience and scope.
     pub fn cache_key(&self, subject: &str) -> [u8; 32] {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
-        for part in [subject, self.audience.as_deref().unwrap_or(""), self.scope.as_deref().unwrap_or("")] {
+        let client = self.client.as_ref().map_or("", |(id, _)| id.as_str());
+        let service = [self.upstream.cluster.as_str(), self.path.as_str(), client];
+        let scoped = [subject, self.audience.as_deref().unwrap_or(""), self.scope.as_deref().unwrap_or("")];
+        for part in service.into_iter().chain(scoped) {
             h.update((part.len() as u64).to_be_bytes());
             h.update(part.as_bytes());
         }

@@ -250,7 +250,22 @@ mod cache {
         other.audience = Some("other".into());
         let mut scoped = x.clone();
         scoped.scope = Some("pets:write".into());
-        let keys = [x.cache_key("alice"), x.cache_key("bob"), other.cache_key("alice"), scoped.cache_key("alice")];
+        // Another token service (or another client at it), same audience and scope: never its token.
+        let mut service = x.clone();
+        service.upstream.cluster = "outbound|9000||other-sts.svc".into();
+        let mut path = x.clone();
+        path.path = "/other/token".into();
+        let mut client = x.clone();
+        client.client = Some(("other-client".into(), "s".into()));
+        let keys = [
+            x.cache_key("alice"),
+            x.cache_key("bob"),
+            other.cache_key("alice"),
+            scoped.cache_key("alice"),
+            service.cache_key("alice"),
+            path.cache_key("alice"),
+            client.cache_key("alice"),
+        ];
         for (i, a) in keys.iter().enumerate() {
             for b in &keys[i + 1..] {
                 assert_ne!(a, b);
