@@ -258,22 +258,27 @@ pub extern "C" fn proxy_on_done(id: u32) -> u32 {
 pub extern "C" fn proxy_on_delete(id: u32) {
     // A root context (a removed filter configuration) takes its instance and listings with it.
     LISTINGS.with(|l| l.borrow_mut().remove(&id));
-    let gone = VM.with(|vm| {
+    let (root, gone) = VM.with(|vm| {
         let mut vm = vm.borrow_mut();
-        vm.roots.remove(&id);
+        let root = vm.roots.remove(&id).is_some();
         vm.timers.remove(&id);
         vm.callouts.retain(|_, stream| *stream != id);
         match vm.streams.get_mut(&id) {
             // Deleted from inside one of its own callbacks: dropped when that returns.
             Some(Slot::Busy { closed, .. }) => {
                 *closed = true;
-                None
+                (root, None)
             }
-            _ => vm.streams.remove(&id),
+            _ => (root, vm.streams.remove(&id)),
         }
     });
     if let Some(Slot::Here(mut h)) = gone {
         h.on_closed();
+    }
+    if root {
+        // The fast tick lived on the first root: another one takes it, or streams waiting for a
+        // retry's backoff would wait for some unrelated callback.
+        sync_tick(None);
     }
 }
 
