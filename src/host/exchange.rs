@@ -129,7 +129,6 @@ impl Exchange {
             agent.trace();
         }
         instance.sessions().borrow().seed(&cfg, &mut agent);
-        instance.seed_template(&cfg, &mut agent);
         instance.tokens().borrow_mut().seed(&mut agent, now_ms);
         self.agent = Some(agent);
         set_header(port, &self.rid, Headers::Request, "content-length", None);
@@ -178,7 +177,6 @@ impl Exchange {
         let commands = agent.handle(event, now_ms);
         if let (Some(cfg), Some(instance)) = (&self.config, &self.instance) {
             instance.sessions().borrow_mut().keep(cfg, agent);
-            instance.keep_template(cfg, agent);
             instance.tokens().borrow_mut().keep(agent, now_ms);
         }
         Some(commands)

@@ -1,8 +1,8 @@
 //! What a plugin instance (one per Wasm VM, one per worker and configuration on the dynamic module)
 //! learns from its requests and hands to the next ones, per configuration: MCP sessions (`apis[]`
 //! index → session id), so that requests share one session per server (a server keeps a bounded
-//! number of sessions) instead of opening one each; and the LLM parameters the server refused, so
-//! that later requests do not send them.
+//! number of sessions) instead of opening one each; the LLM parameters the server refused, so
+//! that later requests do not send them; and whether the server's chat template opens think blocks.
 
 use crate::agent::Agent;
 use crate::config::Config;
@@ -15,7 +15,7 @@ type Known = BTreeMap<usize, Option<String>>;
 /// Keyed by the configuration's address: stable while the instance holds it; a configuration replaced
 /// by discovery hands its sessions on (`moved`).
 #[derive(Debug, Default)]
-pub struct Sessions(VecMap<usize, Known>, VecMap<usize, Vec<&'static str>>);
+pub struct Sessions(VecMap<usize, Known>, VecMap<usize, Vec<&'static str>>, Vec<usize>);
 
 fn key(cfg: &Rc<Config>) -> usize {
     Rc::as_ptr(cfg) as usize
@@ -38,6 +38,9 @@ impl Sessions {
         if let Some(refused) = self.1.get(&key(cfg)) {
             agent.set_refused_params(refused.clone());
         }
+        if self.2.contains(&key(cfg)) {
+            agent.set_template_opens();
+        }
     }
 
     /// Keeps the sessions the agent opened, and forgets those it found gone.
@@ -45,6 +48,9 @@ impl Sessions {
         let refused = agent.refused_params();
         if !refused.is_empty() && self.1.get(&key(cfg)).is_none_or(|r| r.len() != refused.len()) {
             self.1.insert(key(cfg), refused.to_vec());
+        }
+        if agent.template_opens() && !cfg.template_opens && !self.2.contains(&key(cfg)) {
+            self.2.push(key(cfg));
         }
         let all = agent.mcp_sessions();
         let shared = (0..cfg.apis.len()).any(|api| carries_identity(cfg, api)).then(|| {
@@ -69,6 +75,9 @@ impl Sessions {
         }
         if let Some(refused) = self.1.remove(&key(old)) {
             self.1.insert(key(new), refused);
+        }
+        if let Some(at) = self.2.iter().position(|k| *k == key(old)) {
+            self.2[at] = key(new);
         }
     }
 }
