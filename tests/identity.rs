@@ -510,3 +510,45 @@ fn a_credential_cut_by_the_observation_limit_is_masked_whole() {
     assert!(seen.contains("[redacted]") || seen.contains("[red"), "{seen}");
     assert!(!seen.contains("tok-al"), "a cut token reached the model: {seen}");
 }
+
+#[test]
+fn the_model_cannot_fill_in_a_forwarded_header() {
+    // An operation that declares the forwarded header as a parameter: the model's value never goes
+    // out, whether or not the client sent one.
+    let spec = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\nservers: [{url: 'http://users.local'}]\npaths:\n  /me:\n    get:\n      operationId: whoAmI\n      parameters:\n        - {name: x-user, in: header, required: false, schema: {type: string}}\n";
+    let cfg = json!({
+        "mode": "native",
+        "llm": {"serviceName": "llm.svc", "servicePort": 443, "path": "/v1/chat/completions", "model": "m"},
+        "apis": [{"apiProvider": {"serviceName": "users.svc", "servicePort": 8080, "forwardHeaders": ["x-user"]},
+                  "api": spec}],
+    })
+    .to_string();
+    for client in [Some("carol"), None] {
+        let mut h = Harness::new(&cfg)
+            .tool_json("outbound|8080||users.svc", r#"{"ok": true}"#)
+            .llm([native_calls(&[("a", "whoAmI", json!({"x-user": "admin"}))]), text("Done.")]);
+        h.client_headers = client.map(|c| vec![("x-user".to_string(), c.to_string())]).unwrap_or_default();
+        let out = h.run(&user("Who am I?"));
+        let sent: Vec<&str> =
+            out.tool_calls[0].headers.iter().filter(|(k, _)| k == "x-user").map(|(_, v)| v.as_str()).collect();
+        assert_eq!(sent, client.into_iter().collect::<Vec<_>>(), "the model's 'admin' went out");
+    }
+}
+
+#[test]
+fn a_lower_case_bearer_token_echoed_by_a_tool_is_masked_and_a_huge_expiry_is_bounded() {
+    let count = Rc::new(Cell::new(0));
+    let mut h = Harness::new(&two_apis_in("native"))
+        .tool(STS, |_| ToolReply::Http(200, r#"{"access_token":"tok-z","expires_in":18446744073709551615}"#.into()))
+        .tool(PETS, |_| ToolReply::Http(200, r#"{"echo": "alice-secret-token"}"#.into()))
+        .tool(WEATHER, move |_| {
+            count.set(count.get() + 1);
+            ToolReply::Http(200, "{}".into())
+        })
+        .llm([native_calls(&[("a", "listPets", json!({"limit": 1}))]), text("Done.")]);
+    h.client_headers = vec![("authorization".into(), "bearer alice-secret-token".into())];
+    let out = h.run(&user("Pets?"));
+    assert_eq!(out.reply.status, 200);
+    let seen = out.llm_requests[1].to_string();
+    assert!(!seen.contains("alice-secret-token"), "{seen}");
+}

@@ -97,7 +97,8 @@ impl Identity {
     pub fn mask<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
         let credentials = self.client.0.iter().filter(|(k, _)| is_credential(k));
         let client = credentials.clone().map(|(_, v)| v.as_str());
-        let bare = credentials.filter_map(|(_, v)| v.strip_prefix("Bearer "));
+        let bare =
+            credentials.filter_map(|(_, v)| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
         let tokens = self.tokens.values().flatten().map(String::as_str);
         let mut found: Vec<String> = client
             .chain(bare)
@@ -204,7 +205,8 @@ impl Identity {
         let ttl_s = granted.expires_s.unwrap_or(DEFAULT_EXPIRES_S).saturating_sub(EXPIRY_MARGIN_S);
         if let (Some(key), true) = (key, ttl_s > 0) {
             let token = granted.token.clone();
-            self.fresh.push(Exchanged { api: index, key, token, ttl_ms: ttl_s * 1000 });
+            // `expires_in` is the token service's word: kept at most a day, and never overflowing.
+            self.fresh.push(Exchanged { api: index, key, token, ttl_ms: ttl_s.min(86_400).saturating_mul(1000) });
         }
         self.tokens.insert(index, Some(granted.token));
     }

@@ -89,7 +89,15 @@ impl ToolPhase<'_> {
         identity: Vec<(String, String)>,
         now_ms: u64,
     ) -> Command {
-        let (call, started) = self.mcp_step(b, id, call);
+        let (mut call, started) = self.mcp_step(b, id, call);
+        if let Some(api) = self.cfg.apis.get(call.api) {
+            // The client's identity is the client's: a header of the same name that the model filled
+            // in (an operation's header parameter) never goes out beside or in place of it.
+            let exchanged = api.identity.token_exchange.is_some();
+            let own =
+                |k: &str| api.identity.forward_headers.iter().any(|n| n == k) || (exchanged && k == "authorization");
+            call.request.headers.retain(|(k, _)| !own(k));
+        }
         let timeout = self.calls.bounded(call.timeout_ms, now_ms);
         let mut call = call.into_call(id, timeout, identity);
         call.headers.extend_from_slice(self.trace);
