@@ -1,7 +1,7 @@
 //! Tokens exchanged for clients (RFC 8693), kept by the plugin instance across requests so that one
-//! client's requests do not each call the token service. Keyed by a SHA-256 of (subject token,
-//! audience, scope): a token is only ever found with the same subject token, and no raw token is a
-//! key. Each is kept until its `expires_in` less 30 s; at most `capacity` are kept, the least recently
+//! client's requests do not each call the token service. Keyed by a SHA-256 of (token service,
+//! subject token, audience, scope): a token is only ever found with the same subject token at the same
+//! service, and no raw token is a key. Each is kept until its `expires_in` less 30 s; at most `capacity` are kept, the least recently
 //! used going first. Seeded into each request's agent and filled from what it exchanged, like MCP
 //! sessions (`sessions.rs`).
 
