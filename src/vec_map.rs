@@ -87,6 +87,10 @@ impl<K: Ord, V> VecMap<K, V> {
         self.0.retain_mut(|(k, v)| keep(k, v));
     }
 
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -106,6 +110,16 @@ impl<K: Ord, V> VecMap<K, V> {
 
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.0.iter().map(|(_, v)| v)
+    }
+}
+
+/// In key order, by value.
+impl<K, V> IntoIterator for VecMap<K, V> {
+    type Item = (K, V);
+    type IntoIter = std::vec::IntoIter<(K, V)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
     }
 }
 

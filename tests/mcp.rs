@@ -352,10 +352,16 @@ fn react_mode_calls_mcp_tools_too() {
 
 mod shared_sessions {
     use super::*;
+    use api_agent::agent::McpSessions;
     use api_agent::agent::{Agent, Command, Event};
-    use std::collections::BTreeMap;
 
-    fn agent(sessions: BTreeMap<usize, Option<String>>) -> (Agent, Call) {
+    fn sessions(api: usize, id: &str) -> McpSessions {
+        let mut known = McpSessions::new();
+        known.insert(api, Some(id.to_string()));
+        known
+    }
+
+    fn agent(sessions: McpSessions) -> (Agent, Call) {
         let cfg = Rc::new(Config::from_slice(mcp_config(mcp_entry(json!({})), "native").as_bytes()).unwrap());
         let meta = request_meta("req7", START_MS, 1);
         let mut a = Agent::new(cfg, meta);
@@ -376,7 +382,7 @@ mod shared_sessions {
 
     #[test]
     fn a_known_session_is_used_without_a_handshake() {
-        let (a, call) = agent(BTreeMap::from([(0, Some("shared".to_string()))]));
+        let (a, call) = agent(sessions(0, "shared"));
         let msg = rpc_of(&call);
         assert_eq!(msg["method"], "tools/call");
         assert_eq!(header(&call, "mcp-session-id"), Some("shared"));
@@ -387,7 +393,7 @@ mod shared_sessions {
 
     #[test]
     fn a_gone_session_is_forgotten_and_the_new_one_kept() {
-        let (mut a, call) = agent(BTreeMap::from([(0, Some("old".to_string()))]));
+        let (mut a, call) = agent(sessions(0, "old"));
         let cmds = a.handle(Event::CallReply { id: call.id, status: 404, headers: &[], body: b"" }, START_MS + 5);
         let [Command::Dispatch(init)] = cmds.as_slice() else { panic!("{cmds:?}") };
         assert_eq!(rpc_of(init)["method"], "initialize");

@@ -8,7 +8,6 @@ use super::protocol::{Call, CallId, ClientHeaders};
 use super::work::ToolCall;
 use crate::config::{Api, TokenExchange};
 use crate::vec_map::VecMap;
-use std::collections::BTreeMap;
 
 /// `expires_in` when the token service gives none (seconds).
 const DEFAULT_EXPIRES_S: u64 = 300;
@@ -39,7 +38,7 @@ impl std::fmt::Debug for Exchanged {
 pub struct Identity {
     client: ClientHeaders,
     /// `apis[]` index → the exchanged token, or `None`: refused (the API is not called).
-    tokens: BTreeMap<usize, Option<String>>,
+    tokens: VecMap<usize, Option<String>>,
     /// Exchanged by this request, not yet taken by the host.
     fresh: Vec<Exchanged>,
     /// Cache keys of tokens an API refused (HTTP 401), for the host to drop.
@@ -66,7 +65,7 @@ impl Identity {
     pub fn new(client: ClientHeaders) -> Identity {
         Identity {
             client,
-            tokens: BTreeMap::new(),
+            tokens: VecMap::new(),
             fresh: Vec::new(),
             dropped: Vec::new(),
             refused_once: Vec::new(),

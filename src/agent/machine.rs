@@ -25,7 +25,6 @@ use crate::doc::truncate;
 use crate::openai::answer::FinishReason;
 use crate::openai::{ChatRequest, Usage};
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// What the agent waits for next.
@@ -98,7 +97,7 @@ impl Machine {
             calls,
             report,
             steps,
-            mcp_sessions: BTreeMap::new(),
+            mcp_sessions: Sessions::new(),
             identity,
             refused: Vec::new(),
             template_opens,

@@ -8,10 +8,10 @@
 
 use crate::config::Api;
 use crate::tools::{mcp, Binding, Request, Tool};
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// `apis[]` index → session id (`None`: the server has none).
-pub type Sessions = BTreeMap<usize, Option<String>>;
+pub type Sessions = VecMap<usize, Option<String>>;
 
 /// Where an MCP call is in its session's handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -40,7 +40,7 @@ pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL
 
 use crate::config::Config;
 use machine::{Machine, State};
-use std::collections::BTreeMap;
+pub use mcp::Sessions as McpSessions;
 use std::rc::Rc;
 
 /// One request's agent: what hosts see of the loop (`machine`).
@@ -55,12 +55,12 @@ impl Agent {
 
     /// MCP sessions known before the request (the host keeps them per VM), so that requests share one
     /// session per server instead of opening one each.
-    pub fn set_mcp_sessions(&mut self, sessions: BTreeMap<usize, Option<String>>) {
+    pub fn set_mcp_sessions(&mut self, sessions: McpSessions) {
         self.machine.mcp_sessions = sessions;
     }
 
     /// The MCP sessions as the request left them (opened, reopened, or forgotten after a 404).
-    pub fn mcp_sessions(&self) -> &BTreeMap<usize, Option<String>> {
+    pub fn mcp_sessions(&self) -> &McpSessions {
         &self.machine.mcp_sessions
     }
 

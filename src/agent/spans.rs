@@ -14,7 +14,7 @@ use super::report::{Outcome, Report};
 use crate::doc::truncate;
 use crate::openai::Usage;
 use crate::redact::redact;
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// A span of this run, as the agent names it; the host maps it to its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,7 +57,7 @@ pub struct Spans {
     chat: Option<(SpanKey, u32)>,
     turns: u32,
     /// Tool calls by the id they are first sent under (kept by their retries and MCP steps).
-    tools: BTreeMap<CallId, SpanKey>,
+    tools: VecMap<CallId, SpanKey>,
     /// The model's ids of the current turn's tool calls, in call order (native mode).
     call_ids: Vec<String>,
 }
@@ -259,7 +259,7 @@ impl Spans {
             }
         }
         self.chat_end();
-        let tools: Vec<SpanKey> = std::mem::take(&mut self.tools).into_values().collect();
+        let tools: Vec<SpanKey> = std::mem::take(&mut self.tools).into_iter().map(|(_, span)| span).collect();
         for span in tools {
             self.tag(span, "error.type", "cancelled");
             self.note(SpanNote::Close { span });

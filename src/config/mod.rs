@@ -308,14 +308,10 @@ impl Config {
         }
         let mut out: Vec<String> = Vec::new();
         for s in raw.into_iter().filter(|s| !s.trim().is_empty()) {
-            for form in [s.to_string(), crate::openapi::call::encode_query(s)] {
-                if !out.contains(&form) {
-                    out.push(form);
-                }
-            }
+            out.extend([s.to_string(), crate::openapi::call::encode_query(s)]);
         }
         // Longest first, so a secret that contains another is replaced whole.
-        out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        sort_secrets(&mut out);
         out
     }
 }

@@ -157,9 +157,17 @@ impl Plugin {
     }
 }
 
-/// Longest first, then by text, so that `dedup` removes every repeat.
+/// Longest first, then by text, so that `dedup` removes every repeat. An insertion sort: the lists
+/// are short (configured secrets, a request's tokens), and each library sort costs ~4 KB of .wasm.
 pub fn sort_secrets(secrets: &mut Vec<String>) {
-    secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    let before = |a: &String, b: &String| b.len().cmp(&a.len()).then_with(|| a.cmp(b)).is_lt();
+    for i in 1..secrets.len() {
+        let mut j = i;
+        while j > 0 && before(&secrets[j], &secrets[j - 1]) {
+            secrets.swap(j, j - 1);
+            j -= 1;
+        }
+    }
     secrets.dedup();
 }
 
@@ -262,6 +270,15 @@ fn service_matches(services: &[String], cluster: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn secrets_are_ordered_longest_first_then_by_text_without_repeats() {
+        let mut s: Vec<String> = ["b", "ccc", "a", "dd", "ccc", "b", "ee", "a"].map(String::from).to_vec();
+        sort_secrets(&mut s);
+        assert_eq!(s, ["ccc", "dd", "ee", "a", "b"]);
+        let mut none: Vec<String> = Vec::new();
+        sort_secrets(&mut none);
+        assert!(none.is_empty());
+    }
 
     fn keys<'a>(route: &'a str, host: &'a str, cluster: &'a str) -> RequestKeys<'a> {
         RequestKeys { route, host, cluster, consumer: "" }

@@ -7,10 +7,9 @@
 use crate::agent::Agent;
 use crate::config::Config;
 use crate::vec_map::VecMap;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
-type Known = BTreeMap<usize, Option<String>>;
+type Known = crate::agent::McpSessions;
 
 /// Keyed by the configuration's address: stable while the instance holds it; a configuration replaced
 /// by discovery hands its sessions on (`moved`).

@@ -4,7 +4,7 @@
 
 use crate::agent::spans::{SpanKey, SpanNote};
 use crate::agent::CallId;
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// What a host's tracer offers a stream.
 pub trait Tracer {
@@ -23,13 +23,13 @@ pub trait Tracer {
 /// One stream's spans: the agent's keys → the host's spans, and the calls waiting to carry one.
 #[derive(Debug)]
 pub struct SpanTable<S> {
-    open: BTreeMap<SpanKey, S>,
-    carry: BTreeMap<CallId, SpanKey>,
+    open: VecMap<SpanKey, S>,
+    carry: VecMap<CallId, SpanKey>,
 }
 
 impl<S> Default for SpanTable<S> {
     fn default() -> Self {
-        SpanTable { open: BTreeMap::new(), carry: BTreeMap::new() }
+        SpanTable { open: VecMap::new(), carry: VecMap::new() }
     }
 }
 

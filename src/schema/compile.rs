@@ -3,9 +3,9 @@
 
 use super::{Draft, Schema};
 use crate::doc::type_name;
+use crate::vec_map::VecMap;
 use regex_lite::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 
 const MAX_PATTERNS: usize = 64;
 const MAX_PATTERN_LEN: usize = 1024;
@@ -36,9 +36,9 @@ pub fn compile(root: &Value) -> Result<Schema, String> {
         None => Draft::Draft2020,
     };
     let root_id = root.get("$id").and_then(Value::as_str).map(|s| s.trim_end_matches('#').to_string());
-    let mut c = Compiler { draft, regexes: HashMap::new(), anchors: HashMap::new(), refs: Vec::new() };
+    let mut c = Compiler { draft, regexes: VecMap::new(), anchors: VecMap::new(), refs: Vec::new() };
     c.walk(root, "", true)?;
-    let mut schema = Schema { root: root.clone(), draft, regexes: HashMap::new(), anchors: c.anchors.clone(), root_id };
+    let mut schema = Schema { root: root.clone(), draft, regexes: VecMap::new(), anchors: c.anchors.clone(), root_id };
     // A $ref may point anywhere, also outside the keywords walked above (`{"$ref": "#/x", "x": ...}`):
     // its target is checked like any subschema, so validation never meets an unchecked keyword.
     let mut checked: Vec<String> = Vec::new();
@@ -60,8 +60,8 @@ pub fn compile(root: &Value) -> Result<Schema, String> {
 
 struct Compiler {
     draft: Draft,
-    regexes: HashMap<String, Regex>,
-    anchors: HashMap<String, String>,
+    regexes: VecMap<String, Regex>,
+    anchors: VecMap<String, String>,
     /// (where, reference) of every `$ref`, resolved once the anchors are known.
     refs: Vec<(String, String)>,
 }

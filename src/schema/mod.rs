@@ -9,9 +9,9 @@
 mod check;
 mod compile;
 
+use crate::vec_map::VecMap;
 use regex_lite::Regex;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,9 +25,9 @@ pub enum Draft {
 pub struct Schema {
     root: Value,
     draft: Draft,
-    regexes: HashMap<String, Regex>,
+    regexes: VecMap<String, Regex>,
     /// `$anchor` (or draft-07 `$id: "#name"`) → JSON pointer of the subschema.
-    anchors: HashMap<String, String>,
+    anchors: VecMap<String, String>,
     /// The root's `$id`, so that `$ref`s that spell it out resolve locally.
     root_id: Option<String>,
 }
