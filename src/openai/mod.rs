@@ -59,6 +59,11 @@ impl ChatRequest {
         let Value::Object(raw) = value else {
             return Err(format!("the request body must be a JSON object, not {}", type_name(&value)));
         };
+        Self::from_map(raw)
+    }
+
+    /// A request already read as a JSON object (a translated Responses request).
+    pub fn from_map(raw: Map<String, Value>) -> Result<ChatRequest, String> {
         let messages = match raw.get("messages") {
             Some(Value::Array(list)) if !list.is_empty() => list
                 .iter()

@@ -106,8 +106,7 @@ pub fn translate(body: &[u8]) -> Result<(ChatRequest, Echo), RequestError> {
         Some(_) => return Err(invalid("'stream' must be true or false")),
     }
     t.pass_on(req.extra);
-    let body = Value::Object(t.chat).to_string();
-    let chat = ChatRequest::parse(body.as_bytes()).map_err(RequestError::Invalid)?;
+    let chat = ChatRequest::from_map(t.chat).map_err(RequestError::Invalid)?;
     t.echo.model = chat.model.clone().unwrap_or_default();
     Ok((chat, t.echo))
 }
