@@ -51,18 +51,18 @@ impl Sessions {
         if agent.template_opens() && !cfg.template_opens && !self.2.contains(&key(cfg)) {
             self.2.push(key(cfg));
         }
-        let all = agent.mcp_sessions();
-        let shared = (0..cfg.apis.len()).any(|api| carries_identity(cfg, api)).then(|| {
-            let mut shared = all.clone();
-            shared.retain(|api, _| !carries_identity(cfg, *api));
-            shared
-        });
-        let now = shared.as_ref().unwrap_or(all);
-        if now.is_empty() && !self.0.contains_key(&key(cfg)) {
-            return;
-        }
-        if self.0.get(&key(cfg)) != Some(now) {
-            self.0.insert(key(cfg), now.clone());
+        // Called after every event: compared in place, copied only when they changed.
+        let shared = || agent.mcp_sessions().iter().filter(|(api, _)| !carries_identity(cfg, **api));
+        let unchanged = match self.0.get(&key(cfg)) {
+            Some(kept) => kept.iter().eq(shared()),
+            None => shared().next().is_none(),
+        };
+        if !unchanged {
+            let mut now = Known::new();
+            for (api, session) in shared() {
+                now.insert(*api, session.clone());
+            }
+            self.0.insert(key(cfg), now);
         }
     }
 
