@@ -180,12 +180,6 @@ impl Envoy {
         }
     }
 
-    /// The size of one body buffer (0 when Envoy has none now).
-    pub fn body_size(self, which: Body) -> usize {
-        // SAFETY: valid filter pointer.
-        unsafe { envoy_dynamic_module_callback_http_get_body_size(self.0, which as u32) }
-    }
-
     /// Empties one body buffer; false when Envoy has none now.
     pub fn drain(self, which: Body) -> bool {
         // SAFETY: valid filter pointer.

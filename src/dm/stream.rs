@@ -210,11 +210,11 @@ impl Stream {
 
     // --- the agent ------------------------------------------------------------------------------
 
-    /// The whole body, copied once: the buffered chunks, then (in a body hook) the one handed over.
+    /// The whole body: the buffered chunks, then (in a body hook) the one handed over. Each buffer
+    /// reserves its own size as it is copied (no separate size calls).
     fn whole_body(&self, received: Body, buffered: Body) -> Vec<u8> {
         let in_hook = self.hook.is_body();
-        let size = self.envoy.body_size(buffered) + if in_hook { self.envoy.body_size(received) } else { 0 };
-        let mut body = Vec::with_capacity(size);
+        let mut body = Vec::new();
         self.envoy.body_into(buffered, &mut body);
         if in_hook {
             self.envoy.body_into(received, &mut body);
