@@ -87,6 +87,16 @@ fn discovery(root: u32, f: impl FnOnce(&mut Listings, &Root<'_>, &Instance)) {
     });
 }
 
+/// The tick period root `root` should have: fast on the first root while a stream waits for a
+/// wake-up, slow where MCP servers are listed, else none.
+fn tick_period(timers: bool, first: bool, root: u32) -> u32 {
+    match (timers && first, lists_servers(root)) {
+        (true, _) => TICK_MS,
+        (false, true) => DISCOVERY_TICK_MS,
+        (false, false) => 0,
+    }
+}
+
 /// Whether root `root` lists MCP servers (it then ticks, slowly).
 fn lists_servers(root: u32) -> bool {
     LISTINGS.with(|l| l.borrow().get(&root).is_some_and(Listings::any))
@@ -380,18 +390,21 @@ fn with_stream<R>(id: u32, f: impl FnOnce(&mut Http) -> R) -> Option<R> {
 /// wakes every due stream), slowly on each root that lists MCP servers, else not at all. A period is a
 /// root context's: it is set with that root as the effective context.
 fn sync_tick(current: Option<u32>) {
+    // Called after every host callback: the common case (no period to change) allocates nothing.
     let (timers, roots) = VM.with(|vm| {
         let vm = vm.borrow();
-        (!vm.timers.is_empty(), vm.roots.iter().map(|(id, r)| (*id, r.ticking)).collect::<Vec<_>>())
+        let timers = !vm.timers.is_empty();
+        let first = vm.roots.keys().next().copied();
+        let stale = |(id, r): (&u32, &RootCtx)| tick_period(timers, Some(*id) == first, *id) != r.ticking;
+        let roots =
+            vm.roots.iter().any(stale).then(|| vm.roots.iter().map(|(id, r)| (*id, r.ticking)).collect::<Vec<_>>());
+        (timers, roots)
     });
+    let Some(roots) = roots else { return };
     let first = roots.first().map(|(id, _)| *id);
     let mut changed = false;
     for (root, ticking) in roots {
-        let period = match (timers && Some(root) == first, lists_servers(root)) {
-            (true, _) => TICK_MS,
-            (false, true) => DISCOVERY_TICK_MS,
-            (false, false) => 0,
-        };
+        let period = tick_period(timers, Some(root) == first, root);
         if period == ticking {
             continue;
         }
