@@ -24,6 +24,12 @@ use port::{now_ms, Root, Stats};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// The module's allocator: Talc in place of the standard library's dlmalloc. A Proxy-Wasm VM is
+/// single-threaded (no `atomics`), which Talc's cell requires. Measured in BENCHMARKS.md, "The allocator".
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const BUILD: &str = env!("API_AGENT_BUILD");
 /// Timer resolution for retry backoffs, while any retry waits.
