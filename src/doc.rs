@@ -3,8 +3,9 @@
 
 mod json;
 mod nesting;
+mod yaml;
 
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 use std::fmt;
 
 /// How deeply collections may nest. Real documents stay far below (the OpenAPI corpus at 16), and the
@@ -48,66 +49,7 @@ pub fn parse(text: &str) -> Result<Value, DocError> {
     }
     // Before the YAML parser, whose time grows with the square of the depth.
     nesting::check(trimmed, MAX_DEPTH).map_err(DocError::TooDeep)?;
-    let mut yaml: yaml_serde::Value = yaml_serde::from_str(trimmed).map_err(yaml_error)?;
-    yaml.apply_merge().map_err(|e| DocError::Invalid(format!("YAML merge key: {e}")))?;
-    from_yaml(yaml, 1)
-}
-
-fn yaml_error(e: yaml_serde::Error) -> DocError {
-    let message = e.to_string();
-    // The pre-scan does not count a sequence written at its parent key's indentation (`key:\n- a`):
-    // nesting made of those reaches yaml_serde's own limit.
-    if message.starts_with("recursion limit exceeded") {
-        return DocError::TooDeep(format!("nested deeper than {MAX_DEPTH} levels"));
-    }
-    DocError::Invalid(format!("not valid JSON or YAML: {message}"))
-}
-
-/// `depth`: the collections `v` would be inside of, itself included (merge keys can deepen a tree).
-fn from_yaml(v: yaml_serde::Value, depth: usize) -> Result<Value, DocError> {
-    use yaml_serde::Value as Y;
-    if matches!(v, Y::Sequence(_) | Y::Mapping(_)) && depth > MAX_DEPTH {
-        return Err(DocError::TooDeep(format!("nested deeper than {MAX_DEPTH} levels")));
-    }
-    Ok(match v {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => yaml_number(&n),
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => {
-            Value::Array(items.into_iter().map(|i| from_yaml(i, depth + 1)).collect::<Result<_, _>>()?)
-        }
-        Y::Mapping(m) => {
-            let mut out = Map::with_capacity(m.len());
-            for (k, v) in m {
-                out.insert(yaml_key(k)?, from_yaml(v, depth + 1)?);
-            }
-            Value::Object(out)
-        }
-        Y::Tagged(t) => from_yaml(t.value, depth)?,
-    })
-}
-
-fn yaml_number(n: &yaml_serde::Number) -> Value {
-    if let Some(i) = n.as_i64() {
-        Value::Number(i.into())
-    } else if let Some(u) = n.as_u64() {
-        Value::Number(u.into())
-    } else {
-        n.as_f64().and_then(Number::from_f64).map(Value::Number).unwrap_or(Value::Null)
-    }
-}
-
-fn yaml_key(k: yaml_serde::Value) -> Result<String, DocError> {
-    use yaml_serde::Value as Y;
-    match k {
-        Y::String(s) => Ok(s),
-        Y::Number(n) => Ok(n.to_string()),
-        Y::Bool(b) => Ok(b.to_string()),
-        Y::Null => Ok("null".into()),
-        Y::Tagged(t) => yaml_key(t.value),
-        Y::Sequence(_) | Y::Mapping(_) => Err(DocError::Invalid("a YAML mapping key that is a list or a map".into())),
-    }
+    yaml::parse(trimmed)
 }
 
 /// The JSON type name of a value, for error messages.
