@@ -24,8 +24,9 @@ use port::{now_ms, Root, Stats};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// The module's allocator: Talc in place of the standard library's dlmalloc. A Proxy-Wasm VM is
-/// single-threaded (no `atomics`), which Talc's cell requires. Measured in BENCHMARKS.md, "The allocator".
+/// The module's Rust allocator: Talc in place of wasi-libc's dlmalloc (which stays linked for the
+/// standard library's panic path). A Proxy-Wasm VM is single-threaded (no `atomics`), which Talc's
+/// cell requires. Smaller, and as fast: BENCHMARKS.md, "The allocator".
 #[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
 #[global_allocator]
 static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
