@@ -204,7 +204,8 @@ mod tests {
     }
 
     /// `k0:\n- k1:\n  - k2:…`: sequences at their parent key's column, which libyaml does not indent.
-    fn indentless(depth: usize) -> String {
+    /// (Also the YAML reader's differential test's.)
+    pub(super) fn indentless(depth: usize) -> String {
         let mut text = String::from("k0:");
         let mut level = 1;
         while level + 2 <= depth {

@@ -263,18 +263,6 @@ fn large_mappings_read_as_before() {
     assert_same(texts);
 }
 
-/// `k0:\n- k1:\n  - k2:…`: sequences at their parent key's column, which the pre-scan does not count.
-fn indentless(depth: usize) -> String {
-    let mut text = String::from("k0:");
-    let mut level = 1;
-    while level + 2 <= depth {
-        text.push_str(&format!("\n{}- k{level}:", " ".repeat(level - 1)));
-        level += 2;
-    }
-    text.push_str(if level < depth { "\n- x\n" } else { " x\n" });
-    text
-}
-
 #[test]
 fn depth_reads_as_before() {
     let mut texts = Vec::new();
@@ -282,7 +270,7 @@ fn depth_reads_as_before() {
         let (open, close) = ("[".repeat(n), "]".repeat(n));
         texts.push(format!("{open}1{close}"));
         texts.push(format!("{}x{}", "{a: ".repeat(n), "}".repeat(n)));
-        texts.push(indentless(n));
+        texts.push(crate::doc::tests::indentless(n));
         // Merged entries move up a level: the merged mapping's nesting is counted without the `<<`'s.
         texts.push(format!("<<: {{a: {open}{close}}}\n"));
         texts.push(format!("<<: [{{a: {open}{close}}}]\n"));
