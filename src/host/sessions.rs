@@ -14,7 +14,14 @@ type Known = crate::agent::McpSessions;
 /// Keyed by the configuration's address: stable while the instance holds it; a configuration replaced
 /// by discovery hands its sessions on (`moved`).
 #[derive(Debug, Default)]
-pub struct Sessions(VecMap<usize, Known>, VecMap<usize, Vec<&'static str>>, Vec<usize>);
+pub struct Sessions {
+    /// MCP sessions any request may share (not those opened with a client's identity).
+    mcp: VecMap<usize, Known>,
+    /// LLM parameters the server refused.
+    refused: VecMap<usize, Vec<&'static str>>,
+    /// Configurations whose server's chat template opens think blocks.
+    template_opens: Vec<usize>,
+}
 
 fn key(cfg: &Rc<Config>) -> usize {
     Rc::as_ptr(cfg) as usize
@@ -29,15 +36,15 @@ impl Sessions {
     /// Gives a new request's agent the sessions known for its configuration.
     pub fn seed(&self, cfg: &Rc<Config>, agent: &mut Agent) {
         if cfg.tools.iter().any(|t| t.is_mcp()) {
-            let mut known = self.0.get(&key(cfg)).cloned().unwrap_or_default();
+            let mut known = self.mcp.get(&key(cfg)).cloned().unwrap_or_default();
             // A session opened with one client's identity is not another's.
             known.retain(|api, _| !carries_identity(cfg, *api));
             agent.set_mcp_sessions(known);
         }
-        if let Some(refused) = self.1.get(&key(cfg)) {
+        if let Some(refused) = self.refused.get(&key(cfg)) {
             agent.set_refused_params(refused.clone());
         }
-        if self.2.contains(&key(cfg)) {
+        if self.template_opens.contains(&key(cfg)) {
             agent.set_template_opens();
         }
     }
@@ -45,15 +52,15 @@ impl Sessions {
     /// Keeps the sessions the agent opened, and forgets those it found gone.
     pub fn keep(&mut self, cfg: &Rc<Config>, agent: &Agent) {
         let refused = agent.refused_params();
-        if !refused.is_empty() && self.1.get(&key(cfg)).is_none_or(|r| r.len() != refused.len()) {
-            self.1.insert(key(cfg), refused.to_vec());
+        if !refused.is_empty() && self.refused.get(&key(cfg)).is_none_or(|r| r.len() != refused.len()) {
+            self.refused.insert(key(cfg), refused.to_vec());
         }
-        if agent.template_opens() && !cfg.template_opens && !self.2.contains(&key(cfg)) {
-            self.2.push(key(cfg));
+        if agent.template_opens() && !cfg.template_opens && !self.template_opens.contains(&key(cfg)) {
+            self.template_opens.push(key(cfg));
         }
         // Called after every event: compared in place, copied only when they changed.
         let shared = || agent.mcp_sessions().iter().filter(|(api, _)| !carries_identity(cfg, **api));
-        let unchanged = match self.0.get(&key(cfg)) {
+        let unchanged = match self.mcp.get(&key(cfg)) {
             Some(kept) => kept.iter().eq(shared()),
             None => shared().next().is_none(),
         };
@@ -62,21 +69,21 @@ impl Sessions {
             for (api, session) in shared() {
                 now.insert(*api, session.clone());
             }
-            self.0.insert(key(cfg), now);
+            self.mcp.insert(key(cfg), now);
         }
     }
 
     /// A configuration replaced by its next version (its servers listed again): the sessions are the
     /// same servers', and move with it, so that no later configuration at the old address finds them.
     pub fn moved(&mut self, old: &Rc<Config>, new: &Rc<Config>) {
-        if let Some(known) = self.0.remove(&key(old)) {
-            self.0.insert(key(new), known);
+        if let Some(known) = self.mcp.remove(&key(old)) {
+            self.mcp.insert(key(new), known);
         }
-        if let Some(refused) = self.1.remove(&key(old)) {
-            self.1.insert(key(new), refused);
+        if let Some(refused) = self.refused.remove(&key(old)) {
+            self.refused.insert(key(new), refused);
         }
-        if let Some(at) = self.2.iter().position(|k| *k == key(old)) {
-            self.2[at] = key(new);
+        if let Some(at) = self.template_opens.iter().position(|k| *k == key(old)) {
+            self.template_opens[at] = key(new);
         }
     }
 }
