@@ -288,7 +288,7 @@ fn every_secret_is_listed_for_redaction_with_its_query_form() {
     }
     let line = "GET /v1/pets?key=q%26k%201 authorization: Bearer sk-llm";
     assert_eq!(
-        api_agent::redact::redact(line, &secrets),
+        api_agent::redact::redact(line, secrets),
         "GET /v1/pets?key=[redacted] authorization: Bearer [redacted]"
     );
     let header = json!({"apiKey": {"in": "header", "name": "X-K", "value": "hdr-key"}});

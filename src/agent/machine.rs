@@ -86,7 +86,7 @@ impl Machine {
         let calls = Calls::new(meta.seed, meta.now_ms, cfg.llm.max_request_time_ms);
         let report = Report::new(cfg.mode, meta.now_ms);
         let want_steps = meta.steps || cfg.return_steps;
-        let steps = Steps::new(want_steps, if want_steps { cfg.secret_list.clone() } else { Vec::new() });
+        let steps = Steps::new(want_steps, if want_steps { cfg.secrets().to_vec() } else { Vec::new() });
         let identity = Identity::new(meta.client_headers.clone());
         let template_opens = cfg.template_opens;
         Machine {

@@ -112,7 +112,7 @@ impl Agent {
         let cfg = self.machine.cfg();
         let content = cfg.tracing.content.then(|| {
             // The client's credentials too: a tool may echo what it was sent.
-            let mut secrets = cfg.secret_list.clone();
+            let mut secrets = cfg.secrets().to_vec();
             secrets.extend(self.machine.meta.client_headers.0.iter().map(|(_, v)| v.clone()));
             crate::config::sort_secrets(&mut secrets);
             (cfg.llm.max_observation_bytes, secrets)

@@ -307,7 +307,7 @@ impl ToolPhase<'_> {
     /// is cut to `maxObservationBytes` (a cut secret would no longer match). Borrowed when there is none.
     fn masked<'b>(&self, body: &'b [u8]) -> Cow<'b, [u8]> {
         let text = String::from_utf8_lossy(body);
-        let masked = match redact(&text, &self.cfg.secret_list) {
+        let masked = match redact(&text, self.cfg.secrets()) {
             Cow::Borrowed(t) => match self.identity.mask(t) {
                 Cow::Owned(m) => Some(m),
                 Cow::Borrowed(_) => None,

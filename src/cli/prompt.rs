@@ -22,7 +22,7 @@ pub fn run(req: &Request) -> Result<u8, CliError> {
                 return Err(CliError::failed(format!(
                     "the filter would answer the client itself (HTTP {}): {}",
                     r.status,
-                    redact(&text, &cfg.secrets())
+                    redact(&text, cfg.secrets())
                 )));
             }
             // Open and Send come only to live hosts (select::meta is not one).

@@ -188,7 +188,7 @@ struct Driver {
 impl Driver {
     fn new(cfg: Rc<Config>, endpoints: Endpoints, live: bool) -> Self {
         let (tx, rx) = mpsc::channel();
-        let secrets = cfg.secrets();
+        let secrets = cfg.secrets().to_vec();
         Driver {
             cfg,
             endpoints,

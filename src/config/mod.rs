@@ -146,8 +146,8 @@ pub struct Config {
     pub identity_headers: Vec<String>,
     /// The run's spans where the host makes them (`tracing`).
     pub tracing: Tracing,
-    /// `secrets()`, found once at load: masked in what tools return before the model sees it.
-    pub secret_list: Vec<String>,
+    /// Every configured secret (`secrets()`), found once at load.
+    secrets: Vec<String>,
 }
 
 /// `tracing`: how the run's spans look (the dynamic module makes them through Envoy's tracer).
@@ -253,9 +253,9 @@ impl Config {
             warnings,
             identity_headers,
             tracing,
-            secret_list: Vec::new(),
+            secrets: Vec::new(),
         };
-        config.secret_list = config.secrets();
+        config.secrets = config.find_secrets();
         Ok(config)
     }
 }
@@ -293,9 +293,14 @@ impl Config {
         names
     }
 
-    /// Every configured secret, as written and as it appears percent-encoded in a query string, for
-    /// redaction from logs: `llm.apiKey`, `apiKey` values and static header values.
-    pub fn secrets(&self) -> Vec<String> {
+    /// Every configured secret, as written and as it appears percent-encoded in a query string, longest
+    /// first: `llm.apiKey`, `apiKey` values and static header values. Masked in logs, and in what tools
+    /// return before the model, the steps or a span sees it.
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
+    }
+
+    fn find_secrets(&self) -> Vec<String> {
         let mut raw: Vec<&str> = self.llm.api_key.iter().map(String::as_str).collect();
         for api in &self.apis {
             match &api.api_key {

@@ -107,7 +107,7 @@ impl Plugin {
     /// Every secret of every configuration, for log redaction: longest first (a secret that contains
     /// another is masked whole), each once.
     pub fn secrets(&self) -> Vec<String> {
-        let mut all: Vec<String> = self.configs().flat_map(|c| c.secret_list.iter().cloned()).collect();
+        let mut all: Vec<String> = self.configs().flat_map(|c| c.secrets().iter().cloned()).collect();
         sort_secrets(&mut all);
         all
     }
