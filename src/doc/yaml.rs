@@ -164,6 +164,8 @@ fn frame(id: &str) -> String {
 #[derive(Default)]
 struct Entries {
     list: List,
+    /// A set of ids, held as serde_json's map (values all `Null`): that map type is compiled into the
+    /// module anyway, a set type of its own would add its code.
     index: Map<String, Value>,
 }
 
