@@ -26,6 +26,10 @@ pub struct Convo {
     pub base: Map<String, Value>,
     pub messages: Vec<OutMessage>,
     pub usage: Usage,
+    /// Bytes of the last LLM request sent: a reply without usage is estimated from them.
+    pub sent: usize,
+    /// A turn's usage was estimated (`Convo::count`).
+    pub usage_estimated: bool,
     pub model: String,
     /// Turns that asked for tools (or were malformed).
     pub iterations: u32,
@@ -85,6 +89,8 @@ impl Convo {
             base,
             messages: Vec::new(),
             usage: Usage::default(),
+            sent: 0,
+            usage_estimated: false,
             model: req.model.clone().unwrap_or_default(),
             iterations: 0,
             final_ask: false,
@@ -105,14 +111,26 @@ impl Convo {
         }
     }
 
-    /// An LLM reply, its usage and model counted.
-    pub fn read(&mut self, body: &[u8]) -> Result<LlmReply, AgentError> {
-        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, ErrorCode::LlmBadReply, e))?;
-        self.usage.add(reply.usage);
+    /// An LLM reply, its usage (`counted`) and model counted.
+    pub fn read(&mut self, body: &[u8], budget: bool) -> Result<LlmReply, AgentError> {
+        let reply = self.counted(body, budget)?;
         self.reasoning = reply.reasoning.as_ref().map(|r| r.text.clone());
         if let Some(m) = reply.model.clone().filter(|m| !m.is_empty()) {
             self.model = m;
         }
+        Ok(reply)
+    }
+
+    /// An LLM reply with its usage counted. With a token budget, the counts a reply did not say are
+    /// estimated from the bytes sent and received: a budget is never silently off.
+    pub fn counted(&mut self, body: &[u8], budget: bool) -> Result<LlmReply, AgentError> {
+        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, ErrorCode::LlmBadReply, e))?;
+        let mut turn = reply.usage;
+        if budget && reply.unread.any() {
+            turn.estimate(reply.unread, self.sent, body.len());
+            self.usage_estimated = true;
+        }
+        self.usage.add(turn);
         Ok(reply)
     }
 

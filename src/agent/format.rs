@@ -4,7 +4,7 @@
 use super::error::{AgentError, ErrorCode};
 use crate::config::Config;
 use crate::openai::message::{AgentMessage, OutMessage};
-use crate::openai::{ChatRequest, LlmReply, Usage};
+use crate::openai::{ChatRequest, LlmReply};
 use crate::prompt::json_format::{extract, request_messages, retry_message};
 use crate::schema::{describe, Schema};
 use serde::Serialize;
@@ -153,11 +153,8 @@ impl Format {
         &mut self,
         cfg: &Config,
         client_model: &str,
-        body: &[u8],
-        usage: &mut Usage,
+        reply: LlmReply,
     ) -> Result<Outcome, AgentError> {
-        let reply = LlmReply::parse(body).map_err(|e| AgentError::new(502, ErrorCode::LlmBadReply, e))?;
-        usage.add(reply.usage);
         self.tries += 1;
         let problem = match extract(&reply.content) {
             Ok(v) => match self.target.schema.validate(&v) {

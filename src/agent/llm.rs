@@ -26,7 +26,7 @@ pub fn start(cfg: &Config, req: ChatRequest, meta: &RequestMeta) -> Result<(Conv
 
 /// What an LLM reply leads to.
 pub fn read(c: &mut Convo, cfg: &Config, body: &[u8]) -> Result<Next, AgentError> {
-    let reply = c.read(body)?;
+    let reply = c.read(body, cfg.llm.max_total_tokens.is_some())?;
     Ok(match c.mode {
         Mode::React => react::on_reply(c, cfg, reply),
         Mode::Native => native::on_reply(c, cfg, reply),

@@ -74,6 +74,8 @@ pub struct Machine {
     pub(super) template_opens: bool,
     /// The token budget ended the loop.
     budget_spent: bool,
+    /// A reply without readable usage was estimated, and the warning is logged (once a request).
+    usage_warned: bool,
     /// The run's spans, where the host makes them (`Agent::trace`).
     pub(super) spans: Spans,
     pub(super) state: State,
@@ -102,6 +104,7 @@ impl Machine {
             refused: Vec::new(),
             template_opens,
             budget_spent: false,
+            usage_warned: false,
             spans: Spans::default(),
             state: State::AwaitRequest,
         }
@@ -256,6 +259,7 @@ impl Machine {
         }
         match llm::forwardable(&self.cfg, body) {
             Ok(body) => {
+                c.sent = body.len();
                 self.spans.chat(&c.model);
                 (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
             }
@@ -264,7 +268,8 @@ impl Machine {
     }
 
     /// An agent turn's LLM callout: streamed when the answer goes to the client live.
-    fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
+    fn ask(&mut self, mut c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
+        c.sent = body.len();
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         r.call.headers.extend_from_slice(&self.meta.trace);
         self.spans.chat(self.cfg.llm.model.as_deref().unwrap_or(&c.model));
@@ -475,6 +480,10 @@ impl Machine {
     /// Records an LLM reply just read: the tokens so far, and its step.
     fn llm_read(&mut self, c: &Convo, before: Usage, ms: Option<u64>) {
         self.report.tokens = c.usage;
+        if c.usage_estimated && !std::mem::replace(&mut self.usage_warned, true) {
+            let id = &self.meta.id;
+            log::warn!("#{id} an LLM reply has no readable usage: its tokens are estimated from the bytes (ceil(bytes / 4) each way)");
+        }
         self.report.model.clone_from(&c.model);
         let limit = self.cfg.llm.max_observation_bytes;
         let turn = steps::delta(c.usage, before);
@@ -526,7 +535,8 @@ impl Machine {
             return self.fail(e);
         }
         let before = c.usage;
-        let outcome = f.on_reply(&self.cfg, &c.model, body, &mut c.usage);
+        let budget = self.cfg.llm.max_total_tokens.is_some();
+        let outcome = c.counted(body, budget).and_then(|reply| f.on_reply(&self.cfg, &c.model, reply));
         self.llm_read(&c, before, ms);
         self.spans.chat_end();
         match outcome {
@@ -543,7 +553,8 @@ impl Machine {
     }
 
     /// A formatting request of JSON mode.
-    fn format_call(&mut self, c: Convo, f: Box<Format>, reason: FinishReason, body: Vec<u8>, now_ms: u64) -> Step {
+    fn format_call(&mut self, mut c: Convo, f: Box<Format>, reason: FinishReason, body: Vec<u8>, now_ms: u64) -> Step {
+        c.sent = body.len();
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         r.call.headers.extend_from_slice(&self.meta.trace);
         self.spans.chat(self.cfg.llm.model.as_deref().unwrap_or(&c.model));

@@ -185,6 +185,33 @@ impl Usage {
         self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
         self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
+
+    /// Fills the counts a reply did not say with an estimate: ceil(bytes / 4) of the request sent for
+    /// the prompt, of the reply read for the completion; the total is then at least their sum.
+    pub fn estimate(&mut self, unread: Unread, sent: usize, received: usize) {
+        let tokens = |bytes: usize| u64::try_from(bytes.div_ceil(4)).unwrap_or(u64::MAX);
+        if unread.prompt {
+            self.prompt_tokens = tokens(sent);
+        }
+        if unread.completion {
+            self.completion_tokens = tokens(received);
+        }
+        self.total_tokens = self.total_tokens.max(self.prompt_tokens.saturating_add(self.completion_tokens));
+    }
+}
+
+/// The counts of a reply's usage that could not be read (absent, null, negative, not a number), when
+/// it has no readable `total_tokens` either: the turn's cost is then unknown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unread {
+    pub prompt: bool,
+    pub completion: bool,
+}
+
+impl Unread {
+    pub fn any(self) -> bool {
+        self.prompt || self.completion
+    }
 }
 
 #[cfg(test)]

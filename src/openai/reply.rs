@@ -5,7 +5,7 @@
 //! duplicate key wins). `choices[0].message` is kept as its JSON text, made a tree only where native
 //! mode puts it back into the conversation.
 
-use super::{content_text, parse_tool_call, reasoning, sse, ToolCall, Usage};
+use super::{content_text, parse_tool_call, reasoning, sse, ToolCall, Unread, Usage};
 use crate::doc::truncate;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -27,7 +27,11 @@ pub struct LlmReply {
     pub reasoning: Option<reasoning::Reasoning>,
     pub tool_calls: Vec<ToolCall>,
     pub model: Option<String>,
+    /// The counts as read: a total below prompt + completion is their sum, each count at most
+    /// `MAX_COUNT`.
     pub usage: Usage,
+    /// The counts the reply did not say (`Usage::estimate`).
+    pub unread: Unread,
 }
 
 impl LlmReply {
@@ -72,14 +76,8 @@ impl LlmReply {
             Some(Value::Array(calls)) => calls.iter().map(parse_tool_call).collect::<Result<_, _>>()?,
             _ => Vec::new(),
         };
-        Ok(LlmReply {
-            message: raw.get().to_string(),
-            content,
-            reasoning,
-            tool_calls,
-            model: c.model.0,
-            usage: c.usage.into(),
-        })
+        let (usage, unread) = c.usage.read();
+        Ok(LlmReply { message: raw.get().to_string(), content, reasoning, tool_calls, model: c.model.0, usage, unread })
     }
 
     /// `choices[0].message` as a tree, as the provider wrote it.
@@ -131,32 +129,40 @@ struct Details {
     reasoning: Count,
 }
 
-/// A count, as `Value::as_u64` reads one: any other value is 0.
+/// A count: a non-negative number, floored, or such a number in a string; none when it is anything
+/// else. At most `MAX_COUNT`.
 #[derive(Default)]
-struct Count(u64);
+struct Count(Option<u64>);
+
+/// The most tokens one reply's count says: more is no real turn's (a count above u64 too), and sums
+/// of such counts stay exact in any JSON reader (below 2^53) and far from overflowing.
+pub const MAX_COUNT: u64 = u32::MAX as u64;
 
 /// A string, as `Value::as_str` reads one: any other value is none.
 #[derive(Default)]
 struct Text(Option<String>);
 
-impl From<UsageIn> for Usage {
-    fn from(u: UsageIn) -> Usage {
-        let total = match u.total.0 {
-            0 => u.prompt.0.saturating_add(u.completion.0),
-            t => t,
+impl UsageIn {
+    /// The counts, the total at least prompt + completion (a provider's total can leave some out),
+    /// and which counts are unknown: none when the total was read.
+    fn read(self) -> (Usage, Unread) {
+        let (prompt, completion) = (self.prompt.0.unwrap_or(0), self.completion.0.unwrap_or(0));
+        let total = self.total.0.unwrap_or(0).max(prompt + completion);
+        let unread = match self.total.0 {
+            Some(_) => Unread::default(),
+            None => Unread { prompt: self.prompt.0.is_none(), completion: self.completion.0.is_none() },
         };
-        Usage {
-            prompt_tokens: u.prompt.0,
-            completion_tokens: u.completion.0,
-            total_tokens: total,
-            reasoning_tokens: u.details.reasoning.0,
-        }
+        let reasoning_tokens = self.details.reasoning.0.unwrap_or(0);
+        (Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total, reasoning_tokens }, unread)
     }
 }
 
 /// A value read whatever its JSON type: what is not the expected one reads as the default.
 trait Lenient<'de>: Default {
     fn number(_: u64) -> Self {
+        Self::default()
+    }
+    fn float(_: f64) -> Self {
         Self::default()
     }
     fn text(_: &str) -> Self {
@@ -170,7 +176,18 @@ trait Lenient<'de>: Default {
 
 impl Lenient<'_> for Count {
     fn number(n: u64) -> Self {
-        Count(n)
+        Count(Some(n.min(MAX_COUNT)))
+    }
+    fn float(n: f64) -> Self {
+        // In range, `as` floors; NaN and infinities are no count.
+        Count((n.is_finite() && n >= 0.0).then(|| (n.min(MAX_COUNT as f64) as u64).min(MAX_COUNT)))
+    }
+    fn text(s: &str) -> Self {
+        let s = s.trim();
+        match s.parse::<u64>() {
+            Ok(n) => Count::number(n),
+            Err(_) => s.parse::<f64>().map_or(Count(None), Count::float),
+        }
     }
 }
 
@@ -248,8 +265,8 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for Any<T> {
     fn visit_u64<E>(self, n: u64) -> Result<T, E> {
         Ok(T::number(n))
     }
-    fn visit_f64<E>(self, _: f64) -> Result<T, E> {
-        Ok(T::default())
+    fn visit_f64<E>(self, n: f64) -> Result<T, E> {
+        Ok(T::float(n))
     }
     fn visit_str<E>(self, s: &str) -> Result<T, E> {
         Ok(T::text(s))

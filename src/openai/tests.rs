@@ -77,8 +77,42 @@ fn usage_sums_saturate() {
     let mut u = Usage { prompt_tokens: u64::MAX, completion_tokens: 1, total_tokens: u64::MAX, reasoning_tokens: 0 };
     u.add(Usage { prompt_tokens: 5, completion_tokens: 1, total_tokens: 5, reasoning_tokens: 0 });
     assert_eq!(u, Usage { prompt_tokens: u64::MAX, completion_tokens: 2, total_tokens: u64::MAX, reasoning_tokens: 0 });
+    // A reply's count is at most u32::MAX: sums of them stay exact in any JSON reader.
     let r = LlmReply::parse(br#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":9}}"#).unwrap();
-    assert_eq!(r.usage.total_tokens, u64::MAX);
+    let max = u64::from(u32::MAX);
+    assert_eq!((r.usage.prompt_tokens, r.usage.total_tokens), (max, max + 9));
+}
+
+#[test]
+fn usage_counts_are_read_in_any_number_spelling() {
+    let read = |usage: &str| {
+        let r = LlmReply::parse(format!(r#"{{"choices":[{{"message":{{"content":"x"}}}}],"usage":{usage}}}"#).as_bytes());
+        let r = r.unwrap();
+        (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens, r.unread)
+    };
+    let known = Unread::default();
+    let both = Unread { prompt: true, completion: true };
+    let max = u64::from(u32::MAX);
+    for (usage, expected) in [
+        (r#"{"prompt_tokens":"12","completion_tokens":" 3 ","total_tokens":"15"}"#, (12, 3, 15, known)),
+        (r#"{"prompt_tokens":12.9,"completion_tokens":"3.99","total_tokens":1.5e1}"#, (12, 3, 15, known)),
+        // A total below its parts is their sum.
+        (r#"{"prompt_tokens":12,"completion_tokens":3,"total_tokens":2}"#, (12, 3, 15, known)),
+        (r#"{"prompt_tokens":12,"completion_tokens":3,"total_tokens":40}"#, (12, 3, 40, known)),
+        (r#"{"prompt_tokens":1e30,"completion_tokens":18446744073709551616,"total_tokens":"1e300"}"#, (max, max, 2 * max, known)),
+        (r#"{"total_tokens":"15"}"#, (0, 0, 15, known)),
+        (r#"{"prompt_tokens":12}"#, (12, 0, 12, Unread { prompt: false, completion: true })),
+        (r#"{"prompt_tokens":-12,"completion_tokens":-3.5,"total_tokens":-15}"#, (0, 0, 0, both)),
+        (r#"{"prompt_tokens":"x","completion_tokens":"NaN","total_tokens":"inf"}"#, (0, 0, 0, both)),
+        (r#"{"prompt_tokens":null,"completion_tokens":[1],"total_tokens":{}}"#, (0, 0, 0, both)),
+        ("null", (0, 0, 0, both)),
+        ("\"15\"", (0, 0, 0, both)),
+    ] {
+        assert_eq!(read(usage), expected, "{usage}");
+    }
+    let mut u = Usage { prompt_tokens: 0, completion_tokens: 5, total_tokens: 5, reasoning_tokens: 0 };
+    u.estimate(Unread { prompt: true, completion: false }, 9, 100);
+    assert_eq!((u.prompt_tokens, u.completion_tokens, u.total_tokens), (3, 5, 8));
 }
 
 #[test]
@@ -86,7 +120,7 @@ fn llm_replies_are_read_as_leniently_as_a_tree_would_be() {
     // A field of another type reads as absent; a later duplicate wins; escaped keys are keys.
     let r = LlmReply::parse(
         br#"{"model":7,"choices":[{"message":{"content":["x"],"content":"hi","tool_calls":{"a":1},"\u0072easoning":{"text":"t"}}}],
-            "usage":{"prompt_tokens":1.5,"completion_tokens":-2,"total_tokens":"9","completion_tokens_details":{"reasoning_tokens":4}}}"#,
+            "usage":{"prompt_tokens":true,"completion_tokens":-2,"total_tokens":[9],"completion_tokens_details":{"reasoning_tokens":4}}}"#,
     )
     .unwrap();
     assert_eq!((r.content.as_str(), r.model, r.tool_calls.len()), ("hi", None, 0));
