@@ -204,7 +204,7 @@ fn an_unreadable_usage_is_estimated_from_the_bytes() {
     assert_eq!(completion, received.div_ceil(4) + 5, "{}", out.summary);
     // Without a budget nothing is estimated: the usage says what the provider said.
     let cfg = pets(json!({"mode": "native", "llm": {"maxIterations": 2}}));
-    let mut h = Harness::new(&cfg).llm([call_with_usage("native", None), Turn::Message(json!({"content": "None."}))]);
+    let h = Harness::new(&cfg).llm([call_with_usage("native", None), Turn::Message(json!({"content": "None."}))]);
     let out = h.tool_json(PETS, "[]").run(&user("Pets?"));
     assert!(out.summary.contains("input_tokens=10 output_tokens=5 total_tokens=15"), "{}", out.summary);
 }

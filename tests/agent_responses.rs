@@ -311,3 +311,108 @@ fn responses_path_is_validated_at_load() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+/// A field of the wrong JSON type (or out of shape) is a 400 in OpenAI's shape whose `param` names it,
+/// before anything reaches the model: for Responses bodies and for chat completions alike.
+#[test]
+fn wrongly_typed_fields_are_400s_naming_the_field() {
+    let long_name = "t".repeat(10_000);
+    let call = |id: &str| json!({"type": "function_call", "call_id": id, "name": "f", "arguments": "{}"});
+    let output = |id: &str| json!({"type": "function_call_output", "call_id": id, "output": "x"});
+    let responses = [
+        (json!({"input": "hi", "text": 5}), "text"),
+        (json!({"input": "hi", "text": {"verbosity": 3}}), "text.verbosity"),
+        (json!({"input": "hi", "text": {"format": 5}}), "text.format.type"),
+        (json!({"input": "hi", "metadata": 5}), "metadata"),
+        (json!({"input": "hi", "metadata": {"k": 5}}), "metadata.k"),
+        (json!({"input": "hi", "user": {}}), "user"),
+        (json!({"input": "hi", "temperature": "hot"}), "temperature"),
+        (json!({"input": "hi", "top_p": [1]}), "top_p"),
+        (json!({"input": "hi", "model": 5}), "model"),
+        (json!({"input": "hi", "model": {"id": "gpt"}}), "model"),
+        (json!({"input": "hi", "model": ""}), "model"),
+        (json!({"input": "hi", "model": "m".repeat(100_000)}), "model"),
+        (json!({"input": "hi", "model": "gpt\n4"}), "model"),
+        (json!({"input": "hi", "parallel_tool_calls": "yes"}), "parallel_tool_calls"),
+        (json!({"input": "hi", "store": "no"}), "store"),
+        (json!({"input": "hi", "background": "yes"}), "background"),
+        (json!({"input": "hi", "include": "all"}), "include"),
+        (json!({"input": "hi", "include": [5]}), "include"),
+        (json!({"input": "hi", "truncation": 1}), "truncation"),
+        (json!({"input": "hi", "stream_options": true}), "stream_options"),
+        (json!({"input": "hi", "top_logprobs": "2"}), "top_logprobs"),
+        (json!({"input": "hi", "max_tool_calls": -1}), "max_tool_calls"),
+        (json!({"input": "hi", "service_tier": 1}), "service_tier"),
+        (json!({"input": "hi", "safety_identifier": 1}), "safety_identifier"),
+        (json!({"input": "hi", "prompt_cache_key": {}}), "prompt_cache_key"),
+        (json!({"input": "hi", "instructions": 5}), "instructions"),
+        (json!({"input": "hi", "reasoning": {"effort": 1}}), "reasoning.effort"),
+        (json!({"input": "hi", "max_output_tokens": "9"}), "max_output_tokens"),
+        (json!({"input": "hi", "tools": 5}), "tools"),
+        (json!({"input": "hi", "tools": [5]}), "tools[0]"),
+        (json!({"input": "hi", "tools": [{"type": "function", "name": long_name}]}), "tools[0].name"),
+        (json!({"input": "hi", "tools": [{"type": "function", "name": "a b"}]}), "tools[0].name"),
+        (json!({"input": "hi", "tools": [{"type": "function", "name": "f", "parameters": "{}"}]}), "tools[0].parameters"),
+        (json!({"input": "hi", "tools": [{"type": "function", "name": "f", "description": 1}]}), "tools[0].description"),
+        (json!({"input": "hi", "tools": [{"type": "function", "name": "f", "strict": "yes"}]}), "tools[0].strict"),
+        (json!({"input": "hi", "tool_choice": 5}), "tool_choice"),
+        (json!({"input": 42}), "input"),
+        (json!({"input": ["hi"]}), "input[0]"),
+        (json!({"input": [{"role": "user", "content": 5}]}), "input[0].content"),
+        (json!({"input": [{"role": "user", "content": "q"}, output("nope")]}), "input[1].call_id"),
+        (json!({"input": [{"role": "user", "content": "q"}, call("c1"), output("c2")]}), "input[2].call_id"),
+        (json!({"input": [{"role": "user", "content": "q"}, call("c1")]}), "input[1].call_id"),
+        (json!({"input": [{"role": "user", "content": "q"}, call("c1"), output("c1"), output("c1")]}), "input[3].call_id"),
+        (json!({"input": [{"role": "user", "content": "q"}, {"type": "function_call", "call_id": "c", "name": long_name, "arguments": "{}"}, output("c")]}), "input[1].name"),
+    ];
+    for (body, param) in responses {
+        let out = harness("native", json!({}), vec![answer("no")]).run(&body);
+        let shown: String = body.to_string().chars().take(200).collect();
+        assert_eq!(out.reply.status, 400, "{shown}: {}", out.body_text());
+        let err = &out.json()["error"];
+        assert_eq!(err["type"], "invalid_request_error", "{shown}: {err}");
+        assert_eq!(err["param"], param, "{shown}: {err}");
+        assert!(out.llm_requests.is_empty(), "{shown}");
+    }
+    let chat = [
+        (json!({"model": 5}), "model"),
+        (json!({"model": {"id": "m"}}), "model"),
+        (json!({"model": ""}), "model"),
+        (json!({"model": "m".repeat(100_000)}), "model"),
+        (json!({"temperature": "hot"}), "temperature"),
+        (json!({"top_p": "1"}), "top_p"),
+        (json!({"max_tokens": "9"}), "max_tokens"),
+        (json!({"max_completion_tokens": -1}), "max_completion_tokens"),
+        (json!({"user": {}}), "user"),
+        (json!({"seed": "3"}), "seed"),
+        (json!({"stop": 5}), "stop"),
+        (json!({"stream_options": 5}), "stream_options"),
+        (json!({"metadata": []}), "metadata"),
+        (json!({"parallel_tool_calls": 1}), "parallel_tool_calls"),
+        (json!({"presence_penalty": "0"}), "presence_penalty"),
+        (json!({"frequency_penalty": {}}), "frequency_penalty"),
+        (json!({"n": 2}), "n"),
+        (json!({"stream": "yes"}), "stream"),
+        (json!({"messages": 5}), "messages"),
+        (json!({"messages": [{"role": "robot", "content": "x"}]}), "messages[0].role"),
+        (json!({"tools": [{"type": "function", "function": {"name": long_name}}]}), "tools[0].function.name"),
+    ];
+    for (extra, param) in chat {
+        let mut body = user("Who?");
+        if let (Value::Object(b), Value::Object(e)) = (&mut body, extra.clone()) {
+            b.extend(e);
+        }
+        let mut h = harness("native", json!({}), vec![answer("no")]);
+        h.api = Api::ChatCompletions;
+        let out = h.run(&body);
+        let shown: String = extra.to_string().chars().take(200).collect();
+        assert_eq!(out.reply.status, 400, "{shown}: {}", out.body_text());
+        let err = &out.json()["error"];
+        assert_eq!((err["type"].as_str(), err["param"].as_str()), (Some("invalid_request_error"), Some(param)), "{shown}: {err}");
+    }
+    // What is well typed still passes: nulls, numbers in range, a known call answered.
+    let ok = json!({"input": [{"role": "user", "content": "q"}, call("c1"), output("c1")], "model": "gpt-4o",
+        "temperature": 0.5, "top_p": null, "metadata": {"k": "v"}, "user": "u", "text": {"verbosity": "low"},
+        "include": ["reasoning.encrypted_content"], "store": false, "truncation": "auto", "max_tool_calls": 3});
+    assert!(translate(ok.to_string().as_bytes()).is_ok());
+}

@@ -52,24 +52,38 @@ pub struct AgentError {
     pub status: u16,
     pub code: ErrorCode,
     pub message: String,
+    /// The request field at fault (the error object's `param`).
+    pub param: Option<String>,
+}
+
+impl From<crate::openai::Invalid> for AgentError {
+    /// A refused client request: a 400 naming the field.
+    fn from(e: crate::openai::Invalid) -> Self {
+        AgentError { param: e.param, ..AgentError::new(400, ErrorCode::InvalidRequest, e.why) }
+    }
 }
 
 impl From<crate::openai::responses::RequestError> for AgentError {
     /// A refused Responses request: a 400 with the code that says why.
     fn from(e: crate::openai::responses::RequestError) -> Self {
         use crate::openai::responses::RequestError;
-        let code = match &e {
-            RequestError::Invalid(_) => ErrorCode::InvalidRequest,
-            RequestError::Stateful(_) => ErrorCode::StatefulRequest,
-            RequestError::HostedTool(_) => ErrorCode::UnsupportedTools,
+        let (code, param) = match &e {
+            RequestError::Invalid(i) => (ErrorCode::InvalidRequest, i.param.clone()),
+            RequestError::Stateful(field) => (ErrorCode::StatefulRequest, Some(field.to_string())),
+            RequestError::HostedTool(_) => (ErrorCode::UnsupportedTools, Some("tools".into())),
         };
-        AgentError::new(400, code, e.to_string())
+        AgentError { param, ..AgentError::new(400, code, e.to_string()) }
     }
 }
 
 impl AgentError {
     pub fn new(status: u16, code: ErrorCode, message: impl Into<String>) -> Self {
-        AgentError { status, code, message: message.into() }
+        AgentError { status, code, message: message.into(), param: None }
+    }
+
+    /// The error is about the request field `param`.
+    pub fn at(self, param: impl Into<String>) -> Self {
+        AgentError { param: Some(param.into()), ..self }
     }
 
     /// The error object's `type`.

@@ -192,7 +192,8 @@ impl Response {
     /// The error as the client gets it. Before the upstream answered, the status is still ours to
     /// set: a plain JSON error, as OpenAI sends for a rejected request, even when a stream was asked for.
     pub fn error(&self, e: &AgentError) -> Reply {
-        let err = answer::error(&truncate(&e.message, MAX_ERROR_MESSAGE_BYTES), e.kind(), e.code.as_str());
+        let message = truncate(&e.message, MAX_ERROR_MESSAGE_BYTES);
+        let err = answer::error_at(&message, e.kind(), e.code.as_str(), e.param.as_deref());
         let (content_type, body) = match (self.responding, self.stream) {
             (true, true) => (answer::SSE, self.end_of_stream_error(err, e.code)),
             (true, false) => (answer::JSON, self.wire.clone().late_error(err, false, false)),

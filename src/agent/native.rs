@@ -19,18 +19,22 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
     c.base.entry("tool_choice").or_insert_with(|| json!("auto"));
     if let Some(client) = req.raw.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(list) = client else {
-            return Err(AgentError::new(400, ErrorCode::InvalidTools, "'tools' must be an array"));
+            return Err(AgentError::new(400, ErrorCode::InvalidTools, "'tools' must be an array").at("tools"));
         };
         for (i, t) in list.iter().enumerate() {
-            let name = t.pointer("/function/name").and_then(Value::as_str).ok_or_else(|| {
-                AgentError::new(400, ErrorCode::InvalidTools, format!("tools[{i}] has no function.name"))
-            })?;
+            let bad = |why: String| AgentError::new(400, ErrorCode::InvalidTools, why).at(format!("tools[{i}].function.name"));
+            let name = t
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad(format!("tools[{i}] has no function.name")))?;
+            crate::openai::fields::check_tool_name(name).map_err(|why| bad(format!("tools[{i}]: {why}")))?;
             if cfg.tools.get(name).is_some() {
                 return Err(AgentError::new(
                     400,
                     ErrorCode::ToolNameClash,
                     format!("tools[{i}]: '{name}' is also a tool of the gateway; rename the client's tool"),
-                ));
+                )
+                .at(format!("tools[{i}].function.name")));
             }
             c.client_tools.push(name.to_string());
             c.client_tool_specs.push(t.clone());

@@ -2,7 +2,7 @@
 //! (`chat.completion` and its chunks) or the Responses API (`response` and its events). `finish.rs`
 //! and `live.rs` write every answer, stream and late error through this, never by asking the API.
 
-use super::error::{AgentError, ErrorCode};
+use super::error::AgentError;
 use super::protocol::Api;
 use crate::openai::answer::{self, Answer, ChunkHead};
 use crate::openai::responses::translate;
@@ -15,7 +15,7 @@ use serde_json::Value;
 pub fn read_request(api: Api, body: &[u8]) -> Result<(ChatRequest, Option<Echo>), AgentError> {
     match api {
         Api::ChatCompletions => {
-            ChatRequest::parse(body).map(|r| (r, None)).map_err(|e| AgentError::new(400, ErrorCode::InvalidRequest, e))
+            ChatRequest::parse(body).map(|r| (r, None)).map_err(AgentError::from)
         }
         Api::Responses => translate(body).map(|(r, echo)| (r, Some(echo))).map_err(AgentError::from),
     }

@@ -209,7 +209,12 @@ pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// `{"error": {"message", "type", "param", "code"}}`.
 pub fn error(message: &str, kind: &str, code: &str) -> Value {
-    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+    error_at(message, kind, code, None)
+}
+
+/// An error about the request field `param`.
+pub fn error_at(message: &str, kind: &str, code: &str, param: Option<&str>) -> Value {
+    json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
 }
 
 /// An error in the body of a response whose status 200 is already out: the error object with

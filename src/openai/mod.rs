@@ -3,6 +3,7 @@
 //! request becomes such a chat request (`responses`); its answer is written by `responses_out`.
 
 pub mod answer;
+pub mod fields;
 pub mod message;
 pub mod reasoning;
 mod reply;
@@ -14,6 +15,7 @@ pub mod text_calls;
 use crate::doc::{truncate, type_name};
 use serde_json::{Map, Value};
 
+pub use fields::Invalid;
 pub use reply::LlmReply;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,40 +54,43 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
-    /// A client body; `Err` is the message of a 400 answer.
-    pub fn parse(body: &[u8]) -> Result<ChatRequest, String> {
-        let value: Value =
-            serde_json::from_slice(body).map_err(|e| format!("the request body is not valid JSON: {e}"))?;
+    /// A client body; `Err` is a 400 answer's message and field.
+    pub fn parse(body: &[u8]) -> Result<ChatRequest, Invalid> {
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|e| Invalid::body(format!("the request body is not valid JSON: {e}")))?;
         let Value::Object(raw) = value else {
-            return Err(format!("the request body must be a JSON object, not {}", type_name(&value)));
+            return Err(Invalid::body(format!("the request body must be a JSON object, not {}", type_name(&value))));
         };
         Self::from_map(raw)
     }
 
     /// A request already read as a JSON object (a translated Responses request).
-    pub fn from_map(raw: Map<String, Value>) -> Result<ChatRequest, String> {
+    pub fn from_map(raw: Map<String, Value>) -> Result<ChatRequest, Invalid> {
         let messages = match raw.get("messages") {
             Some(Value::Array(list)) if !list.is_empty() => list
                 .iter()
                 .enumerate()
-                .map(|(i, m)| parse_message(m).map_err(|e| format!("messages[{i}]: {e}")))
+                .map(|(i, m)| parse_message(m).map_err(|(param, e)| Invalid::new(param, e).within(&format!("messages[{i}]"))))
                 .collect::<Result<Vec<_>, _>>()?,
-            Some(Value::Array(_)) => return Err("'messages' must not be empty".into()),
-            Some(other) => return Err(format!("'messages' must be an array, not {}", type_name(other))),
-            None => return Err("'messages' is required".into()),
+            Some(Value::Array(_)) => return Err(Invalid::new("messages", "'messages' must not be empty")),
+            Some(other) => {
+                return Err(Invalid::new("messages", format!("'messages' must be an array, not {}", type_name(other))))
+            }
+            None => return Err(Invalid::new("messages", "'messages' is required")),
         };
         let question = messages.iter().rev().find(|m| m.role == Role::User);
         if question.is_none_or(|m| m.text.trim().is_empty()) {
-            return Err("the conversation needs a user message with text (the question)".into());
+            return Err(Invalid::new("messages", "the conversation needs a user message with text (the question)"));
         }
-        let stream = flag(&raw, "stream")?;
+        let stream = flag(&raw, "stream").map_err(|e| Invalid::new("stream", e))?;
+        fields::check(&raw, &fields::CHAT)?;
         let include_usage = match raw.get("stream_options") {
             Some(Value::Object(o)) => o.get("include_usage").and_then(Value::as_bool).unwrap_or(false),
             _ => false,
         };
         if let Some(n) = raw.get("n") {
             if n.as_u64() != Some(1) && !n.is_null() {
-                return Err("'n' must be 1: the agent produces one answer".into());
+                return Err(Invalid::new("n", "'n' must be 1: the agent produces one answer"));
             }
         }
         let model = raw.get("model").and_then(Value::as_str).map(str::to_string);
@@ -106,18 +111,21 @@ fn flag(raw: &Map<String, Value>, key: &str) -> Result<bool, String> {
     }
 }
 
-fn parse_message(m: &Value) -> Result<Message, String> {
+/// A message; `Err` names the field at fault and says why.
+fn parse_message(m: &Value) -> Result<Message, (&'static str, String)> {
     let role = match m.get("role").and_then(Value::as_str) {
         Some("system") | Some("developer") => Role::System,
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some("tool") | Some("function") => Role::Tool,
-        Some(other) => return Err(format!("unknown role '{other}'")),
-        None => return Err("'role' is required".into()),
+        Some(other) => return Err(("role", format!("unknown role '{other}'"))),
+        None => return Err(("role", "'role' is required".into())),
     };
-    let text = content_text(m.get("content"))?;
+    let text = content_text(m.get("content")).map_err(|e| ("content", e))?;
     let tool_calls = match m.get("tool_calls") {
-        Some(Value::Array(calls)) => calls.iter().map(parse_tool_call).collect::<Result<_, _>>()?,
+        Some(Value::Array(calls)) => {
+            calls.iter().map(parse_tool_call).collect::<Result<_, _>>().map_err(|e| ("tool_calls", e))?
+        }
         _ => Vec::new(),
     };
     let tool_call_id = m.get("tool_call_id").and_then(Value::as_str).map(str::to_string);

@@ -4,6 +4,7 @@
 //! `Echo`; `responses_out.rs` writes the answer. Fields this file does not know pass through to the
 //! model unchanged, as chat requests' do.
 
+use super::fields::{self, check_tool_name, Invalid};
 use super::responses_out::Echo;
 use super::ChatRequest;
 use serde::Deserialize;
@@ -12,8 +13,8 @@ use serde_json::{json, Map, Value};
 /// Why a Responses request is refused (a 400).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RequestError {
-    /// Not a Responses body the gateway can read.
-    Invalid(String),
+    /// Not a Responses body the gateway can read: why, and the field at fault.
+    Invalid(Invalid),
     /// The request refers to state the gateway would have to keep (`previous_response_id`, …).
     Stateful(&'static str),
     /// A tool the provider hosts (`web_search`, `file_search`, …): the gateway has none of them.
@@ -23,7 +24,7 @@ pub enum RequestError {
 impl std::fmt::Display for RequestError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RequestError::Invalid(why) => f.write_str(why),
+            RequestError::Invalid(e) => e.fmt(f),
             RequestError::Stateful(field) => write!(
                 f,
                 "'{field}' is not supported: the gateway keeps no state between requests; send the whole \
@@ -38,8 +39,25 @@ impl std::fmt::Display for RequestError {
     }
 }
 
-fn invalid(why: impl Into<String>) -> RequestError {
-    RequestError::Invalid(why.into())
+/// A malformed field: `param` names it.
+fn invalid(param: &str, why: impl Into<String>) -> RequestError {
+    RequestError::Invalid(Invalid::new(param, why))
+}
+
+impl From<Invalid> for RequestError {
+    fn from(e: Invalid) -> Self {
+        RequestError::Invalid(e)
+    }
+}
+
+impl RequestError {
+    /// The same error inside `outer` (`input[2]`, `tools[0]`).
+    fn within(self, outer: &str) -> RequestError {
+        match self {
+            RequestError::Invalid(e) => RequestError::Invalid(e.within(outer)),
+            other => other,
+        }
+    }
 }
 
 /// The fields of a Responses request the gateway reads; the rest (`extra`) passes to the model.
@@ -83,12 +101,16 @@ const ECHOED: [&str; 7] = ["metadata", "user", "parallel_tool_calls", "temperatu
 
 /// A Responses body as the chat-completions request the loop runs, and what its answer echoes.
 pub fn translate(body: &[u8]) -> Result<(ChatRequest, Echo), RequestError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| invalid(format!("the request body is not valid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(invalid("the request body must be a JSON object"));
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| Invalid::body(format!("the request body is not valid JSON: {e}")))?;
+    let Value::Object(map) = &value else {
+        return Err(Invalid::body("the request body must be a JSON object").into());
+    };
+    fields::check(map, &fields::RESPONSES)?;
+    if map.get("input").is_some_and(|i| !i.is_string() && !i.is_array()) {
+        return Err(invalid("input", "the request body: 'input' must be a string or an array of items"));
     }
-    let req: Request = serde_json::from_value(value).map_err(|e| invalid(format!("the request body: {e}")))?;
+    let req: Request = serde_json::from_value(value).map_err(|e| Invalid::body(format!("the request body: {e}")))?;
     refuse_state(&req.extra)?;
     let mut t = Translation::default();
     if let Some(model) = req.model {
@@ -103,10 +125,10 @@ pub fn translate(body: &[u8]) -> Result<(ChatRequest, Echo), RequestError> {
         Some(Value::Bool(on)) => {
             t.chat.insert("stream".into(), Value::Bool(on));
         }
-        Some(_) => return Err(invalid("'stream' must be true or false")),
+        Some(_) => return Err(invalid("stream", "'stream' must be true or false")),
     }
     t.pass_on(req.extra);
-    let chat = ChatRequest::from_map(t.chat).map_err(RequestError::Invalid)?;
+    let chat = ChatRequest::from_map(t.chat)?;
     t.echo.model = chat.model.clone().unwrap_or_default();
     Ok((chat, t.echo))
 }
@@ -124,7 +146,7 @@ impl Translation {
         let mut messages = Vec::new();
         if let Some(instructions) = instructions.filter(|v| !v.is_null()) {
             let Value::String(text) = &instructions else {
-                return Err(invalid("'instructions' must be a string"));
+                return Err(invalid("instructions", "'instructions' must be a string"));
             };
             messages.push(json!({"role": "system", "content": text}));
             self.echo.fields.insert("instructions".into(), instructions);
@@ -132,7 +154,7 @@ impl Translation {
         match input {
             Some(Input::Text(text)) => messages.push(json!({"role": "user", "content": text})),
             Some(Input::Items(items)) => messages.extend(items_to_messages(&items)?),
-            None => return Err(invalid("'input' is required")),
+            None => return Err(invalid("input", "'input' is required")),
         }
         Ok(messages)
     }
@@ -142,10 +164,11 @@ impl Translation {
         let tools = tools.unwrap_or_default();
         let choice = choice.filter(|v| !v.is_null());
         let chat_tools = function_tools(&tools)?;
+        let chat_choice = choice.as_ref().map(tool_choice).transpose()?;
         if !chat_tools.is_empty() {
             self.chat.insert("tools".into(), Value::Array(chat_tools));
-            if let Some(choice) = &choice {
-                self.chat.insert("tool_choice".into(), tool_choice(choice)?);
+            if let Some(choice) = chat_choice {
+                self.chat.insert("tool_choice".into(), choice);
             }
         }
         self.echo.fields.insert("tools".into(), Value::Array(tools));
@@ -162,7 +185,7 @@ impl Translation {
     ) -> Result<(), RequestError> {
         if let Some(max) = max.filter(|v| !v.is_null()) {
             if max.as_u64().is_none_or(|n| n == 0) {
-                return Err(invalid("'max_output_tokens' must be a positive integer"));
+                return Err(invalid("max_output_tokens", "'max_output_tokens' must be a positive integer"));
             }
             self.chat.insert("max_tokens".into(), max.clone());
             self.echo.fields.insert("max_output_tokens".into(), max);
@@ -207,45 +230,82 @@ fn refuse_state(extra: &Map<String, Value>) -> Result<(), RequestError> {
 }
 
 /// The input items as chat messages: consecutive `function_call` items (and the assistant text
-/// before them) make one assistant message with `tool_calls`.
+/// before them) make one assistant message with `tool_calls`. Each call is answered by one
+/// `function_call_output` after it, as a chat model needs.
 fn items_to_messages(items: &[Value]) -> Result<Vec<Value>, RequestError> {
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
+    // Calls not answered yet: (call_id, item index).
+    let mut open: Vec<(String, usize)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let at = |e: RequestError| match e {
-            RequestError::Invalid(why) => invalid(format!("input[{i}]: {why}")),
-            other => other,
-        };
+        let at = |e: RequestError| e.within(&format!("input[{i}]"));
+        if !item.is_object() {
+            return Err(at(invalid("", "an item must be an object")));
+        }
         let kind = item.get("type").and_then(Value::as_str);
         match kind {
             Some("message") => out.push(message(item).map_err(at)?),
             None if item.get("role").is_some() => out.push(message(item).map_err(at)?),
-            Some("function_call") => push_call(&mut out, item).map_err(at)?,
-            Some("function_call_output") => out.push(call_output(item).map_err(at)?),
+            Some("function_call") => {
+                let id = push_call(&mut out, item).map_err(at)?;
+                if open.iter().any(|(o, _)| *o == id) {
+                    return Err(at(invalid("call_id", format!("'call_id' '{}' is used twice", short(&id)))));
+                }
+                open.push((id, i));
+            }
+            Some("function_call_output") => {
+                let output = call_output(item).map_err(at)?;
+                let id = output["tool_call_id"].as_str().unwrap_or("");
+                let Some(k) = open.iter().position(|(o, _)| o == id) else {
+                    let why = format!("'call_id' '{}' matches no earlier unanswered function_call", short(id));
+                    return Err(at(invalid("call_id", why)));
+                };
+                open.remove(k);
+                out.push(output);
+            }
             // The model's earlier thinking: chat models take none back in the client's history.
             Some("reasoning") => {}
             Some("item_reference") => return Err(RequestError::Stateful("item_reference")),
-            Some(other) => return Err(at(invalid(format!("items of type '{other}' are not supported")))),
-            None => return Err(at(invalid("an item needs a 'type' (or a 'role' for a message)"))),
+            Some(other) => return Err(at(invalid("type", format!("items of type '{other}' are not supported")))),
+            None => return Err(at(invalid("type", "an item needs a 'type' (or a 'role' for a message)"))),
         }
     }
-    Ok(out)
+    match open.first() {
+        Some((id, i)) => {
+            let why = format!("the function_call '{}' has no function_call_output after it", short(id));
+            Err(invalid("call_id", why).within(&format!("input[{i}]")))
+        }
+        None => Ok(out),
+    }
+}
+
+/// A client's id in a message, bounded.
+fn short(id: &str) -> String {
+    id.chars().take(64).flat_map(char::escape_default).collect()
 }
 
 fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, RequestError> {
-    v.get(key).and_then(Value::as_str).ok_or_else(|| invalid(format!("'{key}' must be a string")))
+    v.get(key).and_then(Value::as_str).ok_or_else(|| invalid(key, format!("'{key}' must be a string")))
 }
 
 /// A `message` item: its role, and its content as a string or chat content parts.
 fn message(item: &Value) -> Result<Value, RequestError> {
     let role = match str_field(item, "role")? {
         r @ ("user" | "system" | "developer" | "assistant") => r,
-        other => return Err(invalid(format!("unknown role '{other}'"))),
+        other => return Err(invalid("role", format!("unknown role '{other}'"))),
     };
+    let in_content = |e: RequestError| e.within("content");
     let content = match item.get("content") {
         Some(Value::String(s)) => Value::String(s.clone()),
-        Some(Value::Array(parts)) if role == "assistant" => Value::String(assistant_text(parts)?),
-        Some(Value::Array(parts)) => Value::Array(parts.iter().map(part).collect::<Result<_, _>>()?),
-        _ => return Err(invalid("'content' must be a string or an array of parts")),
+        Some(Value::Array(parts)) if role == "assistant" => Value::String(assistant_text(parts).map_err(in_content)?),
+        Some(Value::Array(parts)) => Value::Array(
+            parts
+                .iter()
+                .enumerate()
+                .map(|(j, p)| part(p).map_err(|e| e.within(&format!("[{j}]"))))
+                .collect::<Result<_, _>>()
+                .map_err(in_content)?,
+        ),
+        _ => return Err(invalid("content", "'content' must be a string or an array of parts")),
     };
     Ok(json!({"role": role, "content": content}))
 }
@@ -258,7 +318,7 @@ fn assistant_text(parts: &[Value]) -> Result<String, RequestError> {
             Some("output_text" | "input_text") => text.push_str(str_field(p, "text")?),
             Some("refusal") => text.push_str(str_field(p, "refusal")?),
             other => {
-                return Err(invalid(format!("an assistant message cannot hold a '{}' part", other.unwrap_or("?"))))
+                return Err(invalid("", format!("an assistant message cannot hold a '{}' part", other.unwrap_or("?"))))
             }
         }
     }
@@ -273,23 +333,26 @@ fn part(p: &Value) -> Result<Value, RequestError> {
             Some(url) => Ok(
                 json!({"type": "image_url", "image_url": {"url": url, "detail": p.get("detail").cloned().unwrap_or(json!("auto"))}}),
             ),
-            None => Err(invalid("an 'input_image' part needs an 'image_url' (file ids need stored files)")),
+            None => Err(invalid("image_url", "an 'input_image' part needs an 'image_url' (file ids need stored files)")),
         },
         Some("input_file") => match (p.get("file_data"), p.get("filename")) {
             (Some(Value::String(data)), name) => Ok(
                 json!({"type": "file", "file": {"file_data": data, "filename": name.cloned().unwrap_or(Value::Null)}}),
             ),
-            _ => Err(invalid("an 'input_file' part needs 'file_data' (file ids and URLs need stored files)")),
+            _ => Err(invalid("file_data", "an 'input_file' part needs 'file_data' (file ids and URLs need stored files)")),
         },
-        Some(other) => Err(invalid(format!("content parts of type '{other}' are not supported"))),
-        None => Err(invalid("a content part has no 'type'")),
+        Some(other) => Err(invalid("type", format!("content parts of type '{other}' are not supported"))),
+        None => Err(invalid("type", "a content part has no 'type'")),
     }
 }
 
-/// A `function_call` item: a tool call of the assistant message before it, or of a new one.
-fn push_call(out: &mut Vec<Value>, item: &Value) -> Result<(), RequestError> {
-    let call = json!({"id": str_field(item, "call_id")?, "type": "function",
-        "function": {"name": str_field(item, "name")?, "arguments": str_field(item, "arguments")?}});
+/// A `function_call` item: a tool call of the assistant message before it, or of a new one. Its
+/// call id.
+fn push_call(out: &mut Vec<Value>, item: &Value) -> Result<String, RequestError> {
+    let (id, name) = (str_field(item, "call_id")?, str_field(item, "name")?);
+    check_tool_name(name).map_err(|why| invalid("name", why))?;
+    let call = json!({"id": id, "type": "function",
+        "function": {"name": name, "arguments": str_field(item, "arguments")?}});
     let last_is_assistant = out.last().is_some_and(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
     if !last_is_assistant {
         out.push(json!({"role": "assistant", "content": null}));
@@ -302,7 +365,7 @@ fn push_call(out: &mut Vec<Value>, item: &Value) -> Result<(), RequestError> {
             }
         }
     }
-    Ok(())
+    Ok(id.to_string())
 }
 
 /// A `function_call_output` item: the `tool` message of its call.
@@ -312,32 +375,40 @@ fn call_output(item: &Value) -> Result<Value, RequestError> {
         Some(Value::Array(parts)) => {
             parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
         }
-        _ => return Err(invalid("'output' must be a string or an array of parts")),
+        _ => return Err(invalid("output", "'output' must be a string or an array of parts")),
     };
     Ok(json!({"role": "tool", "tool_call_id": str_field(item, "call_id")?, "content": output}))
 }
 
 /// The client's `function` tools as chat tools; any other type is a tool the provider hosts.
 fn function_tools(tools: &[Value]) -> Result<Vec<Value>, RequestError> {
-    tools
-        .iter()
-        .enumerate()
-        .map(|(i, t)| match t.get("type").and_then(Value::as_str) {
-            Some("function") => {
-                let name = str_field(t, "name").map_err(|_| invalid(format!("tools[{i}]: 'name' must be a string")))?;
-                let mut f = Map::new();
-                f.insert("name".into(), json!(name));
-                for key in ["description", "parameters", "strict"] {
-                    if let Some(v) = t.get(key).filter(|v| !v.is_null()) {
-                        f.insert(key.into(), v.clone());
-                    }
-                }
-                Ok(json!({"type": "function", "function": f}))
-            }
-            Some(other) => Err(RequestError::HostedTool(other.to_string())),
-            None => Err(invalid(format!("tools[{i}] has no 'type'"))),
-        })
-        .collect()
+    tools.iter().enumerate().map(|(i, t)| function_tool(t).map_err(|e| e.within(&format!("tools[{i}]")))).collect()
+}
+
+/// The fields of a function tool, typed as OpenAI's.
+const TOOL: [(&str, fields::Kind); 3] =
+    [("description", fields::Kind::Text), ("parameters", fields::Kind::Object), ("strict", fields::Kind::Flag)];
+
+fn function_tool(t: &Value) -> Result<Value, RequestError> {
+    let Value::Object(tool) = t else {
+        return Err(invalid("", "a tool must be an object"));
+    };
+    match tool.get("type").and_then(Value::as_str) {
+        Some("function") => {}
+        Some(other) => return Err(RequestError::HostedTool(other.to_string())),
+        None => return Err(invalid("type", "a tool has no 'type'")),
+    }
+    let name = str_field(t, "name")?;
+    check_tool_name(name).map_err(|why| invalid("name", why))?;
+    fields::check(tool, &TOOL)?;
+    let mut f = Map::new();
+    f.insert("name".into(), json!(name));
+    for (key, _) in TOOL {
+        if let Some(v) = t.get(key).filter(|v| !v.is_null()) {
+            f.insert(key.into(), v.clone());
+        }
+    }
+    Ok(json!({"type": "function", "function": f}))
 }
 
 /// `auto`, `none`, `required`, or one function by name.
@@ -345,16 +416,17 @@ fn tool_choice(choice: &Value) -> Result<Value, RequestError> {
     match choice {
         Value::String(s) if ["auto", "none", "required"].contains(&s.as_str()) => Ok(choice.clone()),
         Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
-            Ok(json!({"type": "function", "function": {"name": str_field(choice, "name")?}}))
+            let name = str_field(choice, "name").map_err(|e| e.within("tool_choice"))?;
+            Ok(json!({"type": "function", "function": {"name": name}}))
         }
-        _ => Err(invalid("'tool_choice' must be 'auto', 'none', 'required' or {type: function, name}")),
+        _ => Err(invalid("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or {type: function, name}")),
     }
 }
 
 /// `reasoning.effort` as chat's `reasoning_effort` (the summary is the provider's to write).
 fn reasoning(r: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestError> {
     if !r.is_object() {
-        return Err(invalid("'reasoning' must be an object"));
+        return Err(invalid("reasoning", "'reasoning' must be an object"));
     }
     match r.get("effort") {
         None | Some(Value::Null) => Ok(()),
@@ -362,13 +434,16 @@ fn reasoning(r: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestErro
             chat.insert("reasoning_effort".into(), json!(effort));
             Ok(())
         }
-        Some(_) => Err(invalid("'reasoning.effort' must be a string")),
+        Some(_) => Err(invalid("reasoning.effort", "'reasoning.effort' must be a string")),
     }
 }
 
 /// `text.format` as chat's `response_format` (JSON mode), `text.verbosity` as chat's `verbosity`.
 fn text_config(t: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestError> {
     if let Some(v) = t.get("verbosity").filter(|v| !v.is_null()) {
+        if !v.is_string() {
+            return Err(invalid("text.verbosity", "'text.verbosity' must be a string"));
+        }
         chat.insert("verbosity".into(), v.clone());
     }
     let Some(format) = t.get("format").filter(|v| !v.is_null()) else {
@@ -379,16 +454,20 @@ fn text_config(t: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestEr
         Some("json_object") => json!({"type": "json_object"}),
         Some("json_schema") => {
             let schema = format.get("schema").filter(|s| s.is_object());
-            let schema = schema.ok_or_else(|| invalid("'text.format.schema' must be an object"))?;
+            let schema = schema.ok_or_else(|| invalid("text.format.schema", "'text.format.schema' must be an object"))?;
+            let name = format.get("name").filter(|v| !v.is_null()).cloned().unwrap_or(json!("answer"));
+            if !name.is_string() {
+                return Err(invalid("text.format.name", "'text.format.name' must be a string"));
+            }
             let mut js = Map::new();
-            js.insert("name".into(), format.get("name").cloned().unwrap_or(json!("answer")));
+            js.insert("name".into(), name);
             js.insert("schema".into(), schema.clone());
             if let Some(strict) = format.get("strict").filter(|v| !v.is_null()) {
                 js.insert("strict".into(), strict.clone());
             }
             json!({"type": "json_schema", "json_schema": js})
         }
-        _ => return Err(invalid("'text.format.type' must be 'text', 'json_object' or 'json_schema'")),
+        _ => return Err(invalid("text.format.type", "'text.format.type' must be 'text', 'json_object' or 'json_schema'")),
     };
     chat.insert("response_format".into(), rf);
     Ok(())

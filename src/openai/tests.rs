@@ -26,7 +26,7 @@ fn bad_requests_say_why() {
         (b"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 2}", "'n' must be 1"),
     ] {
         let e = ChatRequest::parse(body).unwrap_err();
-        assert!(e.contains(why), "{e}");
+        assert!(e.why.contains(why), "{e}");
     }
 }
 

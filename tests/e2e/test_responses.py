@@ -152,20 +152,38 @@ def test_stream_event_order_and_final_text(gateway, mocks):
     assert events[-1]["response"]["output_text"] == text
 
 
-@pytest.mark.parametrize("extra, says", [
-    ({"previous_response_id": "resp_123"}, "keeps no state"),
-    ({"store": True}, "keeps no state"),
-    ({"conversation": "conv_1"}, "send the whole conversation"),
-    ({"tools": [{"type": "web_search"}]}, "'web_search'"),
-    ({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "'file_search'"),
-    ({"input": 42}, "the request body"),
+_QUESTION = {"role": "user", "content": "Responses: refused?"}
+_CALL = {"type": "function_call", "call_id": "call_1", "name": "get_user_city", "arguments": "{}"}
+
+
+@pytest.mark.parametrize("extra, says, param", [
+    ({"previous_response_id": "resp_123"}, "keeps no state", "previous_response_id"),
+    ({"store": True}, "keeps no state", "store"),
+    ({"conversation": "conv_1"}, "send the whole conversation", "conversation"),
+    ({"tools": [{"type": "web_search"}]}, "'web_search'", "tools"),
+    ({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "'file_search'", "tools"),
+    ({"input": 42}, "the request body", "input"),
+    # Fields of the wrong JSON type: each named in `param`, none passed on or echoed.
+    ({"text": 5}, "'text' must be an object", "text"),
+    ({"metadata": 5}, "'metadata' must be an object", "metadata"),
+    ({"user": {}}, "'user' must be a string", "user"),
+    ({"temperature": "hot"}, "'temperature' must be a number", "temperature"),
+    ({"model": 5}, "'model' must be a string", "model"),
+    ({"model": {"id": CLIENT_MODEL}}, "'model' must be a string", "model"),
+    ({"model": ""}, "'model' must not be empty", "model"),
+    ({"model": "m" * 100_000}, "at most 256 are taken", "model"),
+    ({"input": [_QUESTION, {"type": "function_call_output", "call_id": "call_9", "output": "x"}]},
+     "matches no earlier unanswered function_call", "input[1].call_id"),
+    ({"input": [_QUESTION, _CALL]}, "has no function_call_output", "input[1].call_id"),
+    ({"tools": [{**CITY_TOOL, "name": "t" * 10_000}]}, "must be 1 to 64 of", "tools[0].name"),
 ])
-def test_refusals_are_400s(gateway, mocks, extra, says):
+def test_refusals_are_400s(gateway, mocks, extra, says, param):
     body = {"model": CLIENT_MODEL, "input": "Responses: refused?", **extra}
     reply = post(gateway, body)
     assert reply.status == 400, reply.text[:300]
     err = reply.json()["error"]
     assert err["type"] == "invalid_request_error" and says in err["message"], err
+    assert err["param"] == param, err
     assert mocks.llm.requests == []
     with pytest.raises(openai.BadRequestError, match=says.strip("'")):
         gateway.openai().responses.create(**body)
