@@ -324,7 +324,7 @@ fn wrongly_typed_fields_are_400s_naming_the_field() {
         (json!({"input": "hi", "text": {"verbosity": 3}}), "text.verbosity"),
         (json!({"input": "hi", "text": {"format": 5}}), "text.format.type"),
         (json!({"input": "hi", "metadata": 5}), "metadata"),
-        (json!({"input": "hi", "metadata": {"k": 5}}), "metadata.k"),
+        (json!({"input": "hi", "metadata": {"k": 5}}), "metadata"),
         (json!({"input": "hi", "user": {}}), "user"),
         (json!({"input": "hi", "temperature": "hot"}), "temperature"),
         (json!({"input": "hi", "top_p": [1]}), "top_p"),

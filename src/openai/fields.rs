@@ -56,7 +56,7 @@ pub enum Kind {
     Texts,
     /// A string or an array of strings (`stop`).
     TextOrTexts,
-    /// OpenAI's metadata: at most 16 string values, keys up to 64 characters, values up to 512.
+    /// An object of strings (`metadata`).
     Metadata,
     /// A model name (`check_model`).
     Model,
@@ -87,7 +87,7 @@ fn check_one(field: &str, kind: Kind, v: &Value) -> Result<(), Invalid> {
         Kind::Array => v.is_array(),
         Kind::Texts => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
         Kind::TextOrTexts => v.is_string() || v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
-        Kind::Metadata => return metadata(field, v),
+        Kind::Metadata => v.as_object().is_some_and(|m| m.values().all(Value::is_string)),
         Kind::Model => return check_model(v),
     };
     if ok {
@@ -102,17 +102,10 @@ fn check_one(field: &str, kind: Kind, v: &Value) -> Result<(), Invalid> {
         Kind::Object => "an object",
         Kind::Array => "an array",
         Kind::Texts => "an array of strings",
+        Kind::Metadata => "an object of strings",
         _ => "a string or an array of strings",
     };
-    Err(Invalid::new(field, format!("'{field}' must be {wanted}, not {}", shown_type(v))))
-}
-
-/// The JSON type of `v`, saying which element of an array is not a string.
-fn shown_type(v: &Value) -> String {
-    match v.as_array().and_then(|a| a.iter().position(|x| !x.is_string())) {
-        Some(i) => format!("an array whose item {i} is {}", type_name(&v[i])),
-        None => type_name(v).to_string(),
-    }
+    Err(Invalid::new(field, format!("'{field}' must be {wanted}, not {}", type_name(v))))
 }
 
 /// A model name: a non-empty string of printable characters, at most `MAX_MODEL_BYTES`.
@@ -129,32 +122,6 @@ pub fn check_model(v: &Value) -> Result<(), Invalid> {
     Err(Invalid::new("model", why))
 }
 
-/// OpenAI's metadata limits: 16 pairs, keys up to 64 characters, string values up to 512.
-fn metadata(field: &str, v: &Value) -> Result<(), Invalid> {
-    let Value::Object(m) = v else {
-        return Err(Invalid::new(field, format!("'{field}' must be an object, not {}", type_name(v))));
-    };
-    if m.len() > 16 {
-        return Err(Invalid::new(field, format!("'{field}' has {} keys; at most 16 are taken", m.len())));
-    }
-    for (k, value) in m {
-        let param = format!("{field}.{k}");
-        if k.chars().count() > 64 {
-            return Err(Invalid::new(field, format!("'{field}': a key is longer than 64 characters")));
-        }
-        match value {
-            Value::String(s) if s.chars().count() > 512 => {
-                return Err(Invalid::new(param, format!("'{field}.{k}' is longer than 512 characters")))
-            }
-            Value::String(_) => {}
-            other => {
-                return Err(Invalid::new(param, format!("'{field}.{k}' must be a string, not {}", type_name(other))))
-            }
-        }
-    }
-    Ok(())
-}
-
 /// A function tool's name as OpenAI takes it: 1 to 64 of `[A-Za-z0-9_-]` (the gateway's own tools
 /// are named so too).
 pub fn check_tool_name(name: &str) -> Result<(), String> {
@@ -162,7 +129,7 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
     if ok {
         return Ok(());
     }
-    let shown: String = name.chars().take(64).flat_map(char::escape_default).collect();
+    let shown = crate::doc::truncate(name, 64);
     Err(format!("the tool name '{shown}' ({} bytes) must be 1 to 64 of A-Z, a-z, 0-9, '_' and '-'", name.len()))
 }
 

@@ -234,8 +234,9 @@ fn refuse_state(extra: &Map<String, Value>) -> Result<(), RequestError> {
 /// `function_call_output` after it, as a chat model needs.
 fn items_to_messages(items: &[Value]) -> Result<Vec<Value>, RequestError> {
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
-    // Calls not answered yet: (call_id, item index).
-    let mut open: Vec<(String, usize)> = Vec::new();
+    // The items of the calls not answered yet.
+    let mut open: Vec<usize> = Vec::new();
+    let id_of = |k: usize| items[k].get("call_id").and_then(Value::as_str).unwrap_or("");
     for (i, item) in items.iter().enumerate() {
         let at = |e: RequestError| e.within(&format!("input[{i}]"));
         if !item.is_object() {
@@ -246,16 +247,16 @@ fn items_to_messages(items: &[Value]) -> Result<Vec<Value>, RequestError> {
             Some("message") => out.push(message(item).map_err(at)?),
             None if item.get("role").is_some() => out.push(message(item).map_err(at)?),
             Some("function_call") => {
-                let id = push_call(&mut out, item).map_err(at)?;
-                if open.iter().any(|(o, _)| *o == id) {
-                    return Err(at(invalid("call_id", format!("'call_id' '{}' is used twice", short(&id)))));
+                push_call(&mut out, item).map_err(at)?;
+                if open.iter().any(|&k| id_of(k) == id_of(i)) {
+                    return Err(at(invalid("call_id", format!("'call_id' '{}' is used twice", short(id_of(i))))));
                 }
-                open.push((id, i));
+                open.push(i);
             }
             Some("function_call_output") => {
                 let output = call_output(item).map_err(at)?;
                 let id = output["tool_call_id"].as_str().unwrap_or("");
-                let Some(k) = open.iter().position(|(o, _)| o == id) else {
+                let Some(k) = open.iter().position(|&k| id_of(k) == id) else {
                     let why = format!("'call_id' '{}' matches no earlier unanswered function_call", short(id));
                     return Err(at(invalid("call_id", why)));
                 };
@@ -270,8 +271,8 @@ fn items_to_messages(items: &[Value]) -> Result<Vec<Value>, RequestError> {
         }
     }
     match open.first() {
-        Some((id, i)) => {
-            let why = format!("the function_call '{}' has no function_call_output after it", short(id));
+        Some(&i) => {
+            let why = format!("the function_call '{}' has no function_call_output after it", short(id_of(i)));
             Err(invalid("call_id", why).within(&format!("input[{i}]")))
         }
         None => Ok(out),
@@ -279,8 +280,8 @@ fn items_to_messages(items: &[Value]) -> Result<Vec<Value>, RequestError> {
 }
 
 /// A client's id in a message, bounded.
-fn short(id: &str) -> String {
-    id.chars().take(64).flat_map(char::escape_default).collect()
+fn short(id: &str) -> std::borrow::Cow<'_, str> {
+    crate::doc::truncate(id, 64)
 }
 
 fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, RequestError> {
@@ -297,14 +298,7 @@ fn message(item: &Value) -> Result<Value, RequestError> {
     let content = match item.get("content") {
         Some(Value::String(s)) => Value::String(s.clone()),
         Some(Value::Array(parts)) if role == "assistant" => Value::String(assistant_text(parts).map_err(in_content)?),
-        Some(Value::Array(parts)) => Value::Array(
-            parts
-                .iter()
-                .enumerate()
-                .map(|(j, p)| part(p).map_err(|e| e.within(&format!("[{j}]"))))
-                .collect::<Result<_, _>>()
-                .map_err(in_content)?,
-        ),
+        Some(Value::Array(parts)) => Value::Array(parts.iter().map(part).collect::<Result<_, _>>().map_err(in_content)?),
         _ => return Err(invalid("content", "'content' must be a string or an array of parts")),
     };
     Ok(json!({"role": role, "content": content}))
@@ -346,9 +340,8 @@ fn part(p: &Value) -> Result<Value, RequestError> {
     }
 }
 
-/// A `function_call` item: a tool call of the assistant message before it, or of a new one. Its
-/// call id.
-fn push_call(out: &mut Vec<Value>, item: &Value) -> Result<String, RequestError> {
+/// A `function_call` item: a tool call of the assistant message before it, or of a new one.
+fn push_call(out: &mut Vec<Value>, item: &Value) -> Result<(), RequestError> {
     let (id, name) = (str_field(item, "call_id")?, str_field(item, "name")?);
     check_tool_name(name).map_err(|why| invalid("name", why))?;
     let call = json!({"id": id, "type": "function",
@@ -365,7 +358,7 @@ fn push_call(out: &mut Vec<Value>, item: &Value) -> Result<String, RequestError>
             }
         }
     }
-    Ok(id.to_string())
+    Ok(())
 }
 
 /// A `function_call_output` item: the `tool` message of its call.
