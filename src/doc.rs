@@ -52,6 +52,11 @@ pub fn parse(text: &str) -> Result<Value, DocError> {
     yaml::parse(trimmed)
 }
 
+/// RFC 9110 `tchar`: the bytes of a header name.
+pub fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 /// The JSON type name of a value, for error messages.
 pub fn type_name(v: &Value) -> &'static str {
     match v {

@@ -262,3 +262,58 @@ fn empty_and_non_utf8_text() {
     assert_eq!(Config::from_slice(b"  ").unwrap_err().to_string(), "configuration is empty");
     assert!(Config::from_slice(&[0xff, 0xfe]).unwrap_err().to_string().starts_with("configuration is not UTF-8"));
 }
+
+/// The test API with a header parameter `name` beside its query parameter.
+fn with_header_param(name: &str, provider: Value) -> Value {
+    let spec = SPEC.replace(
+        "schema: {type: string}}]",
+        &format!("schema: {{type: string}}}}, {{name: '{name}', in: header, schema: {{type: string}}}}]"),
+    );
+    let mut cfg = with(base(), "/apis/0/api", json!(spec));
+    if let (Some(p), Value::Object(extra)) = (cfg.pointer_mut("/apis/0/apiProvider").and_then(Value::as_object_mut), provider) {
+        p.extend(extra);
+    }
+    cfg
+}
+
+/// A header parameter is sent as the spec names it: a name that is no HTTP token is refused at load
+/// (it would fail every call), naming the API, the operation and the parameter.
+#[test]
+fn a_header_parameter_that_is_no_header_name_is_refused() {
+    for name in ["x-user ", " x-user", "x user", "x:user", "x-üser", "x(user)", "x\\user"] {
+        let got = error(&with_header_param(name, json!({})));
+        assert!(
+            got.starts_with(&format!("apis[0].api: OpenAPI bad-parameter: GET /weather: parameter '{name}': not an HTTP header name")),
+            "{name:?}: {got}"
+        );
+    }
+}
+
+/// A header parameter the call sets itself (trace context, the client's forwarded identity, the
+/// operator's credentials) is dropped with a warning: the model never sees it, nothing goes out
+/// beside the real header. One that differs from a forwarded header only by '_' / '-' is refused:
+/// servers that read '_' as '-' would take it for the client's identity.
+#[test]
+fn header_parameters_that_the_call_sets_itself() {
+    let forward = json!({"forwardHeaders": ["x-user"], "headers": {"x-tenant": "t1"}});
+    for name in ["X-Request-Id", "traceparent", "TraceState", "b3", "X-B3-TraceId", "x-user", "X-User", "x-tenant", "Authorization"] {
+        let c = Config::from_value(&with_header_param(name, forward.clone())).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let tool = c.tools.get("getWeather").unwrap();
+        assert!(tool.schema["properties"].get(name).is_none(), "{name}: {}", tool.schema);
+        assert!(tool.schema["properties"].get("city").is_some(), "{name}: {}", tool.schema);
+        let warned: Vec<&String> = c.warnings.iter().filter(|w| w.contains(&format!("'{name}'"))).collect();
+        assert_eq!(warned.len(), 1, "{name}: {:?}", c.warnings);
+        assert!(warned[0].starts_with("apis[0].api: GET /weather: header parameter"), "{}", warned[0]);
+    }
+    for name in ["x_user", "X_User"] {
+        let got = error(&with_header_param(name, forward.clone()));
+        assert!(
+            got.starts_with(&format!("apis[0].api: GET /weather: header parameter '{name}' is 'x-user' to servers that read '_' as '-'")),
+            "{name}: {got}"
+        );
+        assert!(got.contains("apis[0].apiProvider.forwardHeaders[0]"), "{got}");
+    }
+    // Without forwardHeaders, x-user is an ordinary parameter.
+    let c = Config::from_value(&with_header_param("x_user", json!({}))).unwrap();
+    assert!(c.tools.get("getWeather").unwrap().schema["properties"].get("x_user").is_some());
+}

@@ -3,6 +3,7 @@
 //! catalog.
 
 use super::fields::Fields;
+use super::header_params;
 use super::identity::{parse_identity, Credentials};
 use super::policy;
 use super::refresh::McpSource;
@@ -89,10 +90,11 @@ fn parse_openapi(f: &mut Fields<'_>, i: usize) -> Result<Entry, ConfigError> {
         }
     };
     let api_path = f.child_path("api");
-    let loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
-    let tools = loaded.tools.into_iter().map(Tool::from_openapi).collect();
-    let warnings = loaded.warnings.into_iter().map(|w| format!("{api_path}: {w}")).collect();
+    let mut loaded = openapi::load(&spec_text, i).map_err(|e| ConfigError::new(&api_path, e.to_string()))?;
+    let mut warnings: Vec<String> = loaded.warnings.into_iter().map(|w| format!("{api_path}: {w}")).collect();
     let api = Api { upstream, api_key, headers, max_retries, identity };
+    header_params::check(&mut loaded.tools, &api, &api_path, &f.child_path("apiProvider"), &mut warnings)?;
+    let tools = loaded.tools.into_iter().map(Tool::from_openapi).collect();
     Ok(Entry { api, tools, warnings, source: api_path, server: None })
 }
 

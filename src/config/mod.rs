@@ -4,6 +4,7 @@
 mod apis;
 mod error;
 mod fields;
+mod header_params;
 mod identity;
 mod policy;
 mod refresh;

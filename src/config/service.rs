@@ -102,7 +102,4 @@ pub fn check_header_text(f: &Fields<'_>, key: &str, text: &str) -> Result<(), Co
     Ok(())
 }
 
-/// RFC 9110 `tchar`.
-pub fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
+pub use crate::doc::is_token_byte;

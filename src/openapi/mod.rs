@@ -3,6 +3,7 @@
 //! body's properties. Tools keep the document's order so prompts are deterministic.
 
 pub mod call;
+mod headers;
 mod refs;
 mod server;
 
@@ -232,7 +233,8 @@ fn operation(
 ) -> Result<Option<Tool>, OpenApiError> {
     let name = tool_name(op, method, path, warnings);
     let mut defs = Defs::default();
-    let params = merged_params(r, item.get("parameters"), op.get("parameters"), &mut defs)?;
+    let place = format!("{} {path}", method.to_ascii_uppercase());
+    let params = merged_params(r, item.get("parameters"), op.get("parameters"), &mut defs, &place, warnings)?;
     let mut properties = Map::new();
     let mut required = Vec::new();
     let mut list = Vec::with_capacity(params.len());
@@ -335,6 +337,8 @@ fn merged_params(
     shared: Option<&Value>,
     own: Option<&Value>,
     defs: &mut Defs,
+    place: &str,
+    warnings: &mut Vec<String>,
 ) -> Result<Vec<(Param, Value)>, OpenApiError> {
     let mut out: Vec<(Param, Value)> = Vec::new();
     for list in [shared, own].into_iter().flatten() {
@@ -342,7 +346,7 @@ fn merged_params(
             return Err(OpenApiError::new(ErrorKind::BadParameter, "`parameters` is not a list"));
         };
         for raw in list {
-            let Some((p, schema)) = parameter(r, raw, defs)? else {
+            let Some((p, schema)) = parameter(r, raw, defs, place, warnings)? else {
                 continue;
             };
             if let Some(slot) = out.iter_mut().find(|(q, _)| q.name == p.name && q.location == p.location) {
@@ -360,7 +364,14 @@ fn merged_params(
     Ok(out)
 }
 
-fn parameter(r: &Resolver<'_>, raw: &Value, defs: &mut Defs) -> Result<Option<(Param, Value)>, OpenApiError> {
+/// A parameter, or none when it is left out (`warnings` says why); `place`: its operation.
+fn parameter(
+    r: &Resolver<'_>,
+    raw: &Value,
+    defs: &mut Defs,
+    place: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Option<(Param, Value)>, OpenApiError> {
     let p = r.deref(raw)?;
     let name = p.get("name").and_then(Value::as_str).unwrap_or("").to_string();
     let bad = |why: &str| OpenApiError::new(ErrorKind::BadParameter, format!("parameter '{name}': {why}"));
@@ -374,12 +385,12 @@ fn parameter(r: &Resolver<'_>, raw: &Value, defs: &mut Defs) -> Result<Option<(P
         Some("cookie") => Location::Cookie,
         other => return Err(bad(&format!("unknown location {other:?}"))),
     };
-    // Envoy and the shim own these; a model must not set them.
-    if location == Location::Header
-        && ["accept", "content-type", "authorization", "host", "content-length"]
-            .contains(&name.to_ascii_lowercase().as_str())
-    {
-        return Ok(None);
+    if location == Location::Header {
+        // A header the call sets itself is not the model's to fill in.
+        if let Some(why) = headers::check(&name).map_err(|e| bad(&e))? {
+            warnings.push(format!("{place}: header parameter '{name}' is not a tool argument: {why}"));
+            return Ok(None);
+        }
     }
     let raw_schema = p
         .get("schema")
