@@ -140,9 +140,13 @@ fn a_refused_exchange_is_an_observation_and_the_api_is_not_called() {
         if who.is_none() {
             h.client_headers.retain(|(k, _)| k != "authorization");
         }
+        h.steps = true;
         let out = h.run(&user_q());
         assert_eq!(out.reply.status, 200);
         assert!(out.tool_calls.iter().all(|c| c.cluster != PETS), "pets called: {:?}", out.tool_calls);
+        // Its own class in the steps and the metrics: not a call the schema refused.
+        let tool = out.json()["api_agent_steps"].as_array().unwrap().iter().find(|s| s["type"] == "tool").cloned();
+        assert_eq!(tool.unwrap()["status"], "unauthorized");
         assert!(out.last_message(2).contains("not authorized to use 'listPets'"), "{}", out.last_message(2));
         assert_eq!(count.get(), u32::from(who.is_some()));
         let want: &[(usize, &str)] = if who.is_some() { &[(0, "refused")] } else { &[] };

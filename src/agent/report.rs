@@ -72,6 +72,9 @@ pub enum ToolClass {
     TimedOut,
     /// Never sent: arguments the tool's schema refused, or an unknown tool.
     Refused,
+    /// Never sent: the client is not authorized for the tool's API (its token exchange was refused,
+    /// failed, or had no subject token).
+    Unauthorized,
 }
 
 impl ToolClass {
@@ -93,6 +96,7 @@ impl ToolClass {
             ToolClass::Failed => "failed",
             ToolClass::TimedOut => "timed_out",
             ToolClass::Refused => "refused",
+            ToolClass::Unauthorized => "unauthorized",
         }
     }
 }

@@ -177,8 +177,8 @@ impl ToolPhase<'_> {
     fn denied(&mut self, b: &mut Batch, id: CallId) {
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         let observation = identity::not_authorized(&name);
-        self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
-        self.step(b, id, ToolStatus::Ended(ToolClass::Refused), &observation);
+        self.report.tools.push(ToolRecord { name, class: ToolClass::Unauthorized, status: None, ms: 0 });
+        self.step(b, id, ToolStatus::Ended(ToolClass::Unauthorized), &observation);
         self.end(b, id, Some("not_authorized"), observation);
     }
 

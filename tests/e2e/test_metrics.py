@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from support.agent import CHAT_PATH, CLIENT_HEADERS, Gateway, envoy_config, plugin_config
+from support.agent import CHAT_PATH, CLIENT_HEADERS, Gateway, envoy_config, plugin_config, spec_text
 from support.apis import WEATHER_NOW
 from support.client import request
 from support.envoy import Envoy
@@ -24,9 +24,20 @@ def stats_config() -> dict:
     return {"stats_tags": [{"tag_name": t, "regex": rf"^wasmcustom\.api_agent\..*?(\.{t}\.([^.]+))"} for t in TAGS]}
 
 
+def metered_plugin(mocks) -> dict:
+    """maxIterations 2, and a third API whose token exchange needs a header no client sends: its calls
+    are never authorized (the token service is never asked)."""
+    plugin = plugin_config(mocks, max_iterations=2)
+    exchange = {"serviceName": "sts.dns", "servicePort": 9, "path": "/token", "audience": "pets",
+                "subjectHeader": "x-never-sent"}
+    pets = {"serviceName": "pets.dns", "servicePort": 9, "domain": "pets.example", "tokenExchange": exchange}
+    plugin["apis"].append({"apiProvider": pets, "api": spec_text("oai-petstore.yaml")})
+    return plugin
+
+
 @pytest.fixture(scope="module")
 def metered(mocks, envoy_binary, wasm, tmp_path_factory):
-    cfg = envoy_config(wasm, mocks, plugin_config(mocks, max_iterations=2))
+    cfg = envoy_config(wasm, mocks, metered_plugin(mocks))
     cfg["stats_config"] = stats_config()
     cfg["stats_flush_interval"] = "0.2s"
     envoy = Envoy(envoy_binary, cfg, str(tmp_path_factory.mktemp("envoy"))).start()
@@ -54,6 +65,7 @@ def known_traffic() -> dict[str, list]:
         "M4 LLM fails later?": [action("get_weather_now", {"location": "Oslo"}), overloaded],
         "M5 malformed?": ["Thought: hmm\nAction: get_weather_now\nAction Input: {not json", final("Fine.")],
         "M6 too many calls?": [action("get_weather_now", {"location": c}) for c in ("A", "B", "C")],
+        "M7 not authorized?": [action("listPets", {"limit": 1}), final("No pets.")],
     }
 
 
@@ -61,18 +73,19 @@ BAD_REQUEST = "a body without messages"
 
 # What the known traffic counts, host-independently: (metric, labels) -> count.
 KNOWN_COUNTS: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {
-    ("requests", (("mode", "react"), ("outcome", "answered"))): 4,
+    ("requests", (("mode", "react"), ("outcome", "answered"))): 5,
     ("requests", (("mode", "react"), ("outcome", "llm_error"))): 1,
     ("requests", (("mode", "react"), ("outcome", "iteration_limit"))): 1,
     ("requests", (("mode", "react"), ("outcome", "client_error"))): 1,
-    # LLM replies the loop acted on: M1 2, M2 2, M3 3, M4 2 (its failing turn retried twice), M5 2, M6 3
-    ("llm_turns", (("mode", "react"),)): 14,
+    # LLM replies the loop acted on: M1 2, M2 2, M3 3, M4 2 (its failing turn retried twice), M5 2, M6 3, M7 2
+    ("llm_turns", (("mode", "react"),)): 16,
     ("llm_retries", (("mode", "react"),)): 2,
     ("malformed_outputs", (("mode", "react"),)): 1,
     ("tool_calls", (("tool", "get_weather_now"), ("class", "2xx"))): 4,   # M1, M4, M6 twice (maxIterations 2)
     ("tool_calls", (("tool", "get_weather_now"), ("class", "5xx"))): 1,   # M2
     ("tool_calls", (("tool", "get_weather_now"), ("class", "refused"))): 1,   # M3: an unknown argument
     ("tool_calls", (("tool", "_unknown_"), ("class", "refused"))): 1,   # M3: a tool the model made up
+    ("tool_calls", (("tool", "listPets"), ("class", "unauthorized"))): 1,   # M7: never sent
 }
 
 

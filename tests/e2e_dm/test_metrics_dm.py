@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from support.agent import Gateway, envoy_config, plugin_config
+from support.agent import Gateway, envoy_config
 from support.envoy import Envoy
 from support.faults import GatewayPool, MiB, Rig, chat, final_turn_bytes, mid_body, reply, tool_turn
 from test_metrics import (
@@ -25,6 +25,7 @@ from test_metrics import (
     counted,
     counters,
     known_traffic,
+    metered_plugin,
     send_known_traffic,
 )
 
@@ -36,7 +37,7 @@ def dm_stat(metric: str, labels: tuple[tuple[str, str], ...]) -> str:
 
 @pytest.fixture(scope="module")
 def metered(mocks, envoy_binary, wasm, tmp_path_factory):
-    cfg = envoy_config(wasm, mocks, plugin_config(mocks, max_iterations=2))
+    cfg = envoy_config(wasm, mocks, metered_plugin(mocks))
     cfg["stats_flush_interval"] = "0.2s"       # no stats_config: the labels are the module's own
     envoy = Envoy(envoy_binary, cfg, str(tmp_path_factory.mktemp("envoy"))).start()
     yield Gateway(envoy), envoy
