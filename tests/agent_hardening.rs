@@ -199,10 +199,19 @@ fn a_native_stream_whose_sse_framing_crosses_the_limit_is_refused() {
 
 #[test]
 fn a_rewritten_request_over_the_limit_is_a_413() {
-    let cfg = pets(json!({"maxResponseBytes": 8192}));
-    let out = Harness::new(&cfg).run(&user(&"q".repeat(9000)));
-    assert_eq!(out.reply.status, 413);
-    assert_eq!(error_of(&out)["code"], "request_too_large");
+    // In both loops, and live (every turn a streamed callout): the first request is never sent.
+    for (loop_, live) in [("response", false), ("request", false), ("response", true), ("request", true)] {
+        let cfg = pets(json!({"maxResponseBytes": 8192, "loop": loop_}));
+        let mut h = Harness::new(&cfg).llm([classic_final("Fits?")]);
+        h.live = live;
+        let out = h.run(&user(&"q".repeat(9000)));
+        assert_eq!(out.reply.status, 413, "loop {loop_}, live {live}: {}", out.body_text());
+        let err = error_of(&out);
+        assert_eq!(err["code"], "request_too_large", "loop {loop_}, live {live}");
+        // A 4xx is the client's request at fault: OpenAI's type for it.
+        assert_eq!(err["type"], "invalid_request_error", "loop {loop_}, live {live}");
+        assert!(out.llm_requests.is_empty(), "loop {loop_}, live {live}: sent anyway");
+    }
 }
 
 #[test]

@@ -86,9 +86,9 @@ impl AgentError {
         AgentError { param: Some(param.into()), ..self }
     }
 
-    /// The error object's `type`.
+    /// The error object's `type`: OpenAI's for a 4xx (the request is at fault), else `api_error`.
     pub fn kind(&self) -> &'static str {
-        if self.status == 400 {
+        if (400..500).contains(&self.status) {
             "invalid_request_error"
         } else {
             "api_error"

@@ -195,7 +195,7 @@ impl Response {
         let message = truncate(&e.message, MAX_ERROR_MESSAGE_BYTES);
         let err = answer::error_at(&message, e.kind(), e.code.as_str(), e.param.as_deref());
         let (content_type, body) = match (self.responding, self.stream) {
-            (true, true) => (answer::SSE, self.end_of_stream_error(err, e.code)),
+            (true, true) => (answer::SSE, self.end_of_stream_error(err, e)),
             (true, false) => (answer::JSON, self.wire.clone().late_error(err, false, false)),
             (false, _) => (answer::JSON, err.to_string().into_bytes()),
         };
@@ -204,7 +204,7 @@ impl Response {
 
     /// An error event, kept within maxResponseBytes after what a live stream already sent (a
     /// long message gives way to a short one).
-    fn end_of_stream_error(&self, err: Value, code: ErrorCode) -> Vec<u8> {
+    fn end_of_stream_error(&self, err: Value, e: &AgentError) -> Vec<u8> {
         let live = self.live.as_ref().filter(|l| l.is_open());
         let (mut wire, sent) = match live {
             Some(l) => (l.wire_ref().clone(), l.sent_bytes),
@@ -214,8 +214,9 @@ impl Response {
         if sent + body.len() <= self.limit {
             return body;
         }
-        let short = format!("the request failed ({}); the details are in the gateway's log", code.as_str());
-        wire.late_error(answer::error(&short, "api_error", code.as_str()), true, live.is_some())
+        let code = e.code.as_str();
+        let short = format!("the request failed ({code}); the details are in the gateway's log");
+        wire.late_error(answer::error(&short, e.kind(), code), true, live.is_some())
     }
 }
 

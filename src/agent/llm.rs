@@ -97,8 +97,8 @@ pub fn resend(cfg: &Config, calls: &mut Calls, r: &mut Retry, now_ms: u64) -> Op
     Some(r.call.clone())
 }
 
-/// The first turn's body as the route forwards it: within maxResponseBytes, the buffer it goes
-/// through.
+/// The first turn's body within maxResponseBytes: the buffer the route forwards it through, and the
+/// same bound when it goes by callout (`loop: request`, live, approved calls).
 pub fn forwardable(cfg: &Config, body: Vec<u8>) -> Result<Vec<u8>, AgentError> {
     if body.len() <= cfg.max_response_bytes {
         return Ok(body);

@@ -246,25 +246,26 @@ impl Machine {
             body = c.body(&self.cfg, None);
         }
         c.json = json;
-        if first_by_callout {
-            // Every turn is a callout, the first one too: it can be retried, and its failure still has
-            // its own status.
-            let body = if self.response.is_live() {
+        // Every turn is a callout, the first one too: it can be retried, and its failure still has its
+        // own status.
+        let body = match (first_by_callout, self.response.is_live()) {
+            (false, _) => body,
+            (true, true) => {
                 c.stream_turns();
                 c.body(&self.cfg, self.cfg.llm.model.as_deref())
-            } else {
-                c.first_callout_body(&self.cfg, body)
-            };
+            }
+            (true, false) => c.first_callout_body(&self.cfg, body),
+        };
+        let body = match llm::forwardable(&self.cfg, body) {
+            Ok(body) => body,
+            Err(e) => return self.fail(e),
+        };
+        if first_by_callout {
             return self.ask(c, body, now_ms);
         }
-        match llm::forwardable(&self.cfg, body) {
-            Ok(body) => {
-                c.sent = body.len();
-                self.spans.chat(&c.model);
-                (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
-            }
-            Err(e) => self.fail(e),
-        }
+        c.sent = body.len();
+        self.spans.chat(&c.model);
+        (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
     }
 
     /// An agent turn's LLM callout: streamed when the answer goes to the client live.
