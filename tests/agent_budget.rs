@@ -106,7 +106,9 @@ mod logs {
 /// A turn calling `listPets` in `mode`, with `usage` as the reply's usage (`None`: no usage key).
 fn call_with_usage(mode: &str, usage: Option<&str>) -> Turn {
     let message = match mode {
-        "react" => json!({"role": "assistant", "content": "Thought: more\nAction: listPets\nAction Input: {\"limit\": 1}"}),
+        "react" => {
+            json!({"role": "assistant", "content": "Thought: more\nAction: listPets\nAction Input: {\"limit\": 1}"})
+        }
         _ => json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "listPets", "arguments": "{\"limit\": 1}"}}]}),
     };

@@ -352,8 +352,14 @@ fn wrongly_typed_fields_are_400s_naming_the_field() {
         (json!({"input": "hi", "tools": [5]}), "tools[0]"),
         (json!({"input": "hi", "tools": [{"type": "function", "name": long_name}]}), "tools[0].name"),
         (json!({"input": "hi", "tools": [{"type": "function", "name": "a b"}]}), "tools[0].name"),
-        (json!({"input": "hi", "tools": [{"type": "function", "name": "f", "parameters": "{}"}]}), "tools[0].parameters"),
-        (json!({"input": "hi", "tools": [{"type": "function", "name": "f", "description": 1}]}), "tools[0].description"),
+        (
+            json!({"input": "hi", "tools": [{"type": "function", "name": "f", "parameters": "{}"}]}),
+            "tools[0].parameters",
+        ),
+        (
+            json!({"input": "hi", "tools": [{"type": "function", "name": "f", "description": 1}]}),
+            "tools[0].description",
+        ),
         (json!({"input": "hi", "tools": [{"type": "function", "name": "f", "strict": "yes"}]}), "tools[0].strict"),
         (json!({"input": "hi", "tool_choice": 5}), "tool_choice"),
         (json!({"input": 42}), "input"),
@@ -362,8 +368,14 @@ fn wrongly_typed_fields_are_400s_naming_the_field() {
         (json!({"input": [{"role": "user", "content": "q"}, output("nope")]}), "input[1].call_id"),
         (json!({"input": [{"role": "user", "content": "q"}, call("c1"), output("c2")]}), "input[2].call_id"),
         (json!({"input": [{"role": "user", "content": "q"}, call("c1")]}), "input[1].call_id"),
-        (json!({"input": [{"role": "user", "content": "q"}, call("c1"), output("c1"), output("c1")]}), "input[3].call_id"),
-        (json!({"input": [{"role": "user", "content": "q"}, {"type": "function_call", "call_id": "c", "name": long_name, "arguments": "{}"}, output("c")]}), "input[1].name"),
+        (
+            json!({"input": [{"role": "user", "content": "q"}, call("c1"), output("c1"), output("c1")]}),
+            "input[3].call_id",
+        ),
+        (
+            json!({"input": [{"role": "user", "content": "q"}, {"type": "function_call", "call_id": "c", "name": long_name, "arguments": "{}"}, output("c")]}),
+            "input[1].name",
+        ),
     ];
     for (body, param) in responses {
         let out = harness("native", json!({}), vec![answer("no")]).run(&body);
@@ -408,7 +420,11 @@ fn wrongly_typed_fields_are_400s_naming_the_field() {
         let shown: String = extra.to_string().chars().take(200).collect();
         assert_eq!(out.reply.status, 400, "{shown}: {}", out.body_text());
         let err = &out.json()["error"];
-        assert_eq!((err["type"].as_str(), err["param"].as_str()), (Some("invalid_request_error"), Some(param)), "{shown}: {err}");
+        assert_eq!(
+            (err["type"].as_str(), err["param"].as_str()),
+            (Some("invalid_request_error"), Some(param)),
+            "{shown}: {err}"
+        );
     }
     // What is well typed still passes: nulls, numbers in range, a known call answered.
     let ok = json!({"input": [{"role": "user", "content": "q"}, call("c1"), output("c1")], "model": "gpt-4o",

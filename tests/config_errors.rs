@@ -270,7 +270,9 @@ fn with_header_param(name: &str, provider: Value) -> Value {
         &format!("schema: {{type: string}}}}, {{name: '{name}', in: header, schema: {{type: string}}}}]"),
     );
     let mut cfg = with(base(), "/apis/0/api", json!(spec));
-    if let (Some(p), Value::Object(extra)) = (cfg.pointer_mut("/apis/0/apiProvider").and_then(Value::as_object_mut), provider) {
+    if let (Some(p), Value::Object(extra)) =
+        (cfg.pointer_mut("/apis/0/apiProvider").and_then(Value::as_object_mut), provider)
+    {
         p.extend(extra);
     }
     cfg
@@ -283,7 +285,9 @@ fn a_header_parameter_that_is_no_header_name_is_refused() {
     for name in ["x-user ", " x-user", "x user", "x:user", "x-üser", "x(user)", "x\\user"] {
         let got = error(&with_header_param(name, json!({})));
         assert!(
-            got.starts_with(&format!("apis[0].api: OpenAPI bad-parameter: GET /weather: parameter '{name}': not an HTTP header name")),
+            got.starts_with(&format!(
+                "apis[0].api: OpenAPI bad-parameter: GET /weather: parameter '{name}': not an HTTP header name"
+            )),
             "{name:?}: {got}"
         );
     }
@@ -296,7 +300,17 @@ fn a_header_parameter_that_is_no_header_name_is_refused() {
 #[test]
 fn header_parameters_that_the_call_sets_itself() {
     let forward = json!({"forwardHeaders": ["x-user"], "headers": {"x-tenant": "t1"}});
-    for name in ["X-Request-Id", "traceparent", "TraceState", "b3", "X-B3-TraceId", "x-user", "X-User", "x-tenant", "Authorization"] {
+    for name in [
+        "X-Request-Id",
+        "traceparent",
+        "TraceState",
+        "b3",
+        "X-B3-TraceId",
+        "x-user",
+        "X-User",
+        "x-tenant",
+        "Authorization",
+    ] {
         let c = Config::from_value(&with_header_param(name, forward.clone())).unwrap_or_else(|e| panic!("{name}: {e}"));
         let tool = c.tools.get("getWeather").unwrap();
         assert!(tool.schema["properties"].get(name).is_none(), "{name}: {}", tool.schema);
@@ -308,7 +322,9 @@ fn header_parameters_that_the_call_sets_itself() {
     for name in ["x_user", "X_User"] {
         let got = error(&with_header_param(name, forward.clone()));
         assert!(
-            got.starts_with(&format!("apis[0].api: GET /weather: header parameter '{name}' is 'x-user' to servers that read '_' as '-'")),
+            got.starts_with(&format!(
+                "apis[0].api: GET /weather: header parameter '{name}' is 'x-user' to servers that read '_' as '-'"
+            )),
             "{name}: {got}"
         );
         assert!(got.contains("apis[0].apiProvider.forwardHeaders[0]"), "{got}");

@@ -149,12 +149,7 @@ impl Format {
     }
 
     /// Reads a reply: valid JSON text, the next request's body, or the final mismatch error.
-    pub fn on_reply(
-        &mut self,
-        cfg: &Config,
-        client_model: &str,
-        reply: LlmReply,
-    ) -> Result<Outcome, AgentError> {
+    pub fn on_reply(&mut self, cfg: &Config, client_model: &str, reply: LlmReply) -> Result<Outcome, AgentError> {
         self.tries += 1;
         let problem = match extract(&reply.content) {
             Ok(v) => match self.target.schema.validate(&v) {

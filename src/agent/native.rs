@@ -22,7 +22,9 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
             return Err(AgentError::new(400, ErrorCode::InvalidTools, "'tools' must be an array").at("tools"));
         };
         for (i, t) in list.iter().enumerate() {
-            let bad = |why: String| AgentError::new(400, ErrorCode::InvalidTools, why).at(format!("tools[{i}].function.name"));
+            let bad = |why: String| {
+                AgentError::new(400, ErrorCode::InvalidTools, why).at(format!("tools[{i}].function.name"))
+            };
             let name = t
                 .pointer("/function/name")
                 .and_then(Value::as_str)

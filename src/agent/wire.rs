@@ -14,9 +14,7 @@ use serde_json::Value;
 /// answer echoes; `Err` is a 400.
 pub fn read_request(api: Api, body: &[u8]) -> Result<(ChatRequest, Option<Echo>), AgentError> {
     match api {
-        Api::ChatCompletions => {
-            ChatRequest::parse(body).map(|r| (r, None)).map_err(AgentError::from)
-        }
+        Api::ChatCompletions => ChatRequest::parse(body).map(|r| (r, None)).map_err(AgentError::from),
         Api::Responses => translate(body).map(|(r, echo)| (r, Some(echo))).map_err(AgentError::from),
     }
 }

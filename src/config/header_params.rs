@@ -11,8 +11,9 @@ use crate::upstream::{Api, ApiKey};
 /// The headers `api`'s calls carry from its configuration: (name, the field that sets it).
 fn configured(api: &Api, provider: &str) -> Vec<(String, String)> {
     let forwarded = api.identity.forward_headers.iter().enumerate();
-    let mut out: Vec<(String, String)> =
-        forwarded.map(|(i, n)| (n.clone(), format!("{provider}.forwardHeaders[{i}] forwards (the client's identity)"))).collect();
+    let mut out: Vec<(String, String)> = forwarded
+        .map(|(i, n)| (n.clone(), format!("{provider}.forwardHeaders[{i}] forwards (the client's identity)")))
+        .collect();
     if let Some(ApiKey::Header { name, .. }) = &api.api_key {
         out.push((name.to_ascii_lowercase(), format!("{provider}.apiKey sets")));
     }
@@ -22,7 +23,13 @@ fn configured(api: &Api, provider: &str) -> Vec<(String, String)> {
 
 /// Leaves out of `tools` the header parameters the configuration sets (each with a warning in
 /// `warnings`); `Err` for one that is such a header to servers that read '_' as '-'.
-pub fn check(tools: &mut [Tool], api: &Api, api_path: &str, provider: &str, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
+pub fn check(
+    tools: &mut [Tool],
+    api: &Api,
+    api_path: &str,
+    provider: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
     let set = configured(api, provider);
     if set.is_empty() {
         return Ok(());
@@ -35,7 +42,8 @@ pub fn check(tools: &mut [Tool], api: &Api, api_path: &str, provider: &str, warn
         for name in headers {
             let lower = name.to_ascii_lowercase();
             if let Some((_, by)) = set.iter().find(|(n, _)| *n == lower) {
-                warnings.push(format!("{api_path}: {place}: header parameter '{name}' is not a tool argument: {by} it"));
+                warnings
+                    .push(format!("{api_path}: {place}: header parameter '{name}' is not a tool argument: {by} it"));
                 tool.drop_param(&name);
             } else if let Some((real, by)) = set.iter().find(|(n, _)| fold(n) == fold(&name)) {
                 return Err(ConfigError::new(

@@ -125,7 +125,8 @@ pub fn check_model(v: &Value) -> Result<(), Invalid> {
 /// A function tool's name as OpenAI takes it: 1 to 64 of `[A-Za-z0-9_-]` (the gateway's own tools
 /// are named so too).
 pub fn check_tool_name(name: &str) -> Result<(), String> {
-    let ok = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let ok =
+        (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if ok {
         return Ok(());
     }

@@ -70,7 +70,9 @@ impl ChatRequest {
             Some(Value::Array(list)) if !list.is_empty() => list
                 .iter()
                 .enumerate()
-                .map(|(i, m)| parse_message(m).map_err(|(param, e)| Invalid::new(param, e).within(&format!("messages[{i}]"))))
+                .map(|(i, m)| {
+                    parse_message(m).map_err(|(param, e)| Invalid::new(param, e).within(&format!("messages[{i}]")))
+                })
                 .collect::<Result<Vec<_>, _>>()?,
             Some(Value::Array(_)) => return Err(Invalid::new("messages", "'messages' must not be empty")),
             Some(other) => {

@@ -101,8 +101,8 @@ const ECHOED: [&str; 7] = ["metadata", "user", "parallel_tool_calls", "temperatu
 
 /// A Responses body as the chat-completions request the loop runs, and what its answer echoes.
 pub fn translate(body: &[u8]) -> Result<(ChatRequest, Echo), RequestError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| Invalid::body(format!("the request body is not valid JSON: {e}")))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| Invalid::body(format!("the request body is not valid JSON: {e}")))?;
     let Value::Object(map) = &value else {
         return Err(Invalid::body("the request body must be a JSON object").into());
     };
@@ -298,7 +298,9 @@ fn message(item: &Value) -> Result<Value, RequestError> {
     let content = match item.get("content") {
         Some(Value::String(s)) => Value::String(s.clone()),
         Some(Value::Array(parts)) if role == "assistant" => Value::String(assistant_text(parts).map_err(in_content)?),
-        Some(Value::Array(parts)) => Value::Array(parts.iter().map(part).collect::<Result<_, _>>().map_err(in_content)?),
+        Some(Value::Array(parts)) => {
+            Value::Array(parts.iter().map(part).collect::<Result<_, _>>().map_err(in_content)?)
+        }
         _ => return Err(invalid("content", "'content' must be a string or an array of parts")),
     };
     Ok(json!({"role": role, "content": content}))
@@ -327,13 +329,18 @@ fn part(p: &Value) -> Result<Value, RequestError> {
             Some(url) => Ok(
                 json!({"type": "image_url", "image_url": {"url": url, "detail": p.get("detail").cloned().unwrap_or(json!("auto"))}}),
             ),
-            None => Err(invalid("image_url", "an 'input_image' part needs an 'image_url' (file ids need stored files)")),
+            None => {
+                Err(invalid("image_url", "an 'input_image' part needs an 'image_url' (file ids need stored files)"))
+            }
         },
         Some("input_file") => match (p.get("file_data"), p.get("filename")) {
             (Some(Value::String(data)), name) => Ok(
                 json!({"type": "file", "file": {"file_data": data, "filename": name.cloned().unwrap_or(Value::Null)}}),
             ),
-            _ => Err(invalid("file_data", "an 'input_file' part needs 'file_data' (file ids and URLs need stored files)")),
+            _ => Err(invalid(
+                "file_data",
+                "an 'input_file' part needs 'file_data' (file ids and URLs need stored files)",
+            )),
         },
         Some(other) => Err(invalid("type", format!("content parts of type '{other}' are not supported"))),
         None => Err(invalid("type", "a content part has no 'type'")),
@@ -447,7 +454,8 @@ fn text_config(t: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestEr
         Some("json_object") => json!({"type": "json_object"}),
         Some("json_schema") => {
             let schema = format.get("schema").filter(|s| s.is_object());
-            let schema = schema.ok_or_else(|| invalid("text.format.schema", "'text.format.schema' must be an object"))?;
+            let schema =
+                schema.ok_or_else(|| invalid("text.format.schema", "'text.format.schema' must be an object"))?;
             let name = format.get("name").filter(|v| !v.is_null()).cloned().unwrap_or(json!("answer"));
             if !name.is_string() {
                 return Err(invalid("text.format.name", "'text.format.name' must be a string"));
@@ -460,7 +468,12 @@ fn text_config(t: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestEr
             }
             json!({"type": "json_schema", "json_schema": js})
         }
-        _ => return Err(invalid("text.format.type", "'text.format.type' must be 'text', 'json_object' or 'json_schema'")),
+        _ => {
+            return Err(invalid(
+                "text.format.type",
+                "'text.format.type' must be 'text', 'json_object' or 'json_schema'",
+            ))
+        }
     };
     chat.insert("response_format".into(), rf);
     Ok(())

@@ -86,7 +86,8 @@ fn usage_sums_saturate() {
 #[test]
 fn usage_counts_are_read_in_any_number_spelling() {
     let read = |usage: &str| {
-        let r = LlmReply::parse(format!(r#"{{"choices":[{{"message":{{"content":"x"}}}}],"usage":{usage}}}"#).as_bytes());
+        let r =
+            LlmReply::parse(format!(r#"{{"choices":[{{"message":{{"content":"x"}}}}],"usage":{usage}}}"#).as_bytes());
         let r = r.unwrap();
         (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens, r.unread)
     };
@@ -99,7 +100,10 @@ fn usage_counts_are_read_in_any_number_spelling() {
         // A total below its parts is their sum.
         (r#"{"prompt_tokens":12,"completion_tokens":3,"total_tokens":2}"#, (12, 3, 15, known)),
         (r#"{"prompt_tokens":12,"completion_tokens":3,"total_tokens":40}"#, (12, 3, 40, known)),
-        (r#"{"prompt_tokens":1e30,"completion_tokens":18446744073709551616,"total_tokens":"1e300"}"#, (max, max, 2 * max, known)),
+        (
+            r#"{"prompt_tokens":1e30,"completion_tokens":18446744073709551616,"total_tokens":"1e300"}"#,
+            (max, max, 2 * max, known),
+        ),
         (r#"{"total_tokens":"15"}"#, (0, 0, 15, known)),
         (r#"{"prompt_tokens":12}"#, (12, 0, 12, Unread { prompt: false, completion: true })),
         (r#"{"prompt_tokens":-12,"completion_tokens":-3.5,"total_tokens":-15}"#, (0, 0, 0, both)),
