@@ -34,7 +34,6 @@ pub fn check(
     if set.is_empty() {
         return Ok(());
     }
-    let fold = |s: &str| s.to_ascii_lowercase().replace('_', "-");
     for tool in tools.iter_mut() {
         let place = format!("{} {}", tool.method, tool.path);
         let headers: Vec<String> =
@@ -45,7 +44,7 @@ pub fn check(
                 warnings
                     .push(format!("{api_path}: {place}: header parameter '{name}' is not a tool argument: {by} it"));
                 tool.drop_param(&name);
-            } else if let Some((real, by)) = set.iter().find(|(n, _)| fold(n) == fold(&name)) {
+            } else if let Some((real, by)) = set.iter().find(|(n, _)| read_as_dash(n, &name)) {
                 return Err(ConfigError::new(
                     api_path,
                     format!(
@@ -57,4 +56,10 @@ pub fn check(
         }
     }
     Ok(())
+}
+
+/// `a` and `b` are one header name to a server that reads '_' as '-' (and case-insensitively).
+fn read_as_dash(a: &str, b: &str) -> bool {
+    let fold = |c: u8| if c == b'_' { b'-' } else { c.to_ascii_lowercase() };
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| fold(x) == fold(y))
 }

@@ -248,9 +248,6 @@ fn items_to_messages(items: &[Value]) -> Result<Vec<Value>, RequestError> {
             None if item.get("role").is_some() => out.push(message(item).map_err(at)?),
             Some("function_call") => {
                 push_call(&mut out, item).map_err(at)?;
-                if open.iter().any(|&k| id_of(k) == id_of(i)) {
-                    return Err(at(invalid("call_id", format!("'call_id' '{}' is used twice", short(id_of(i))))));
-                }
                 open.push(i);
             }
             Some("function_call_output") => {
