@@ -39,3 +39,20 @@ pub fn pick(ranked: &[(u32, f32)], pinned: &[u32], costs: &[u32], budget: Budget
 fn cost(costs: &[u32], i: u32) -> usize {
     costs.get(i as usize).map_or(0, |&c| c as usize)
 }
+
+/// `find_tools`'s description, in the prompt's language, for a catalog of `total` tools.
+pub fn find_tools_description(chinese: bool, total: usize) -> String {
+    if chinese {
+        format!("在本网关的全部 {total} 个工具中搜索能完成所需操作的工具（当上面列出的工具都不合适时）。返回最匹配的工具及其参数；之后按名称调用它们。")
+    } else {
+        format!(
+            "Search all {total} tools of this gateway for the ones that do what you need, when none of the tools listed here fits. Returns the best matches with their parameters; call them by name afterwards."
+        )
+    }
+}
+
+/// `find_tools`'s arguments: one string.
+pub fn find_tools_schema(chinese: bool) -> serde_json::Value {
+    let what = if chinese { "你想做什么，用几个词描述" } else { "what you want to do, in a few words" };
+    serde_json::json!({"type": "object", "properties": {"query": {"type": "string", "description": what}}, "required": ["query"]})
+}
