@@ -10,10 +10,46 @@ use common::*;
 use serde_json::{json, Value};
 
 const NOUNS: [&str; 40] = [
-    "invoice", "customer", "order", "shipment", "product", "warehouse", "employee", "payroll", "ticket", "incident",
-    "server", "cluster", "volume", "snapshot", "bucket", "certificate", "domain", "record", "campaign", "lead",
-    "contract", "vendor", "asset", "license", "device", "sensor", "alert", "report", "dashboard", "budget",
-    "project", "task", "sprint", "release", "build", "artifact", "repository", "branch", "review", "policy",
+    "invoice",
+    "customer",
+    "order",
+    "shipment",
+    "product",
+    "warehouse",
+    "employee",
+    "payroll",
+    "ticket",
+    "incident",
+    "server",
+    "cluster",
+    "volume",
+    "snapshot",
+    "bucket",
+    "certificate",
+    "domain",
+    "record",
+    "campaign",
+    "lead",
+    "contract",
+    "vendor",
+    "asset",
+    "license",
+    "device",
+    "sensor",
+    "alert",
+    "report",
+    "dashboard",
+    "budget",
+    "project",
+    "task",
+    "sprint",
+    "release",
+    "build",
+    "artifact",
+    "repository",
+    "branch",
+    "review",
+    "policy",
 ];
 const VERBS: [&str; 6] = ["list", "get", "create", "update", "delete", "archive"];
 
@@ -210,7 +246,10 @@ fn an_unknown_tool_points_to_find_tools_and_a_known_one_not_offered_still_runs()
         .tool_json(BIG, "{}");
     let out = h.run(&user("weather now"));
     let told = out.last_message(2);
-    assert_eq!(told, "Observation: Unknown tool 'getNothing'. Call 'find_tools' with what you want to do to find the right tool.");
+    assert_eq!(
+        told,
+        "Observation: Unknown tool 'getNothing'. Call 'find_tools' with what you want to do to find the right tool."
+    );
     assert_eq!(out.tool_calls[0].path, "/r1/build/get?buildId=b1");
     // find_tools without a query is refused, with what it needs.
     let mut h = Harness::new(&cfg("react", 600, Value::Null))
@@ -222,7 +261,10 @@ fn an_unknown_tool_points_to_find_tools_and_a_known_one_not_offered_still_runs()
 #[test]
 fn mcp_tools_join_the_index_when_they_are_listed() {
     let mut c: Value = serde_json::from_str(&cfg("react", 600, Value::Null)).unwrap();
-    c["apis"].as_array_mut().unwrap().push(json!({"mcpServer": {"serviceName": "mcp.svc", "servicePort": 80, "path": "/mcp"}}));
+    c["apis"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"mcpServer": {"serviceName": "mcp.svc", "servicePort": 80, "path": "/mcp"}}));
     let cfg = Config::from_value(&c).unwrap();
     let before = cfg.offer.as_ref().unwrap();
     assert!(before.index.rank("translate a sentence into French").is_empty());

@@ -32,7 +32,8 @@ pub fn offer(c: &mut Convo, cfg: &Config, req: &ChatRequest) {
     let max_tools = if c.mode == Mode::Native { max_native } else { usize::MAX };
     let chosen = pick(&o.index.rank(&query), &o.pinned, &o.costs, Budget { bytes: o.max_prompt_bytes, max_tools });
     let first = chosen.len();
-    let mut offered = Offered { prompt_json: String::new(), tools_json: String::new(), native: chosen, first, max_native };
+    let mut offered =
+        Offered { prompt_json: String::new(), tools_json: String::new(), native: chosen, first, max_native };
     match c.mode {
         Mode::React => {
             let tools: Vec<_> = offered.native.iter().filter_map(|&i| cfg.tools.at(i as usize)).collect();
@@ -75,13 +76,17 @@ fn find(c: &mut Convo, cfg: &Config, input: Value) -> Work {
         if chinese {
             format!("没有工具匹配“{quoted}”。请换个说法：你想做什么，或者它处理的是什么。")
         } else {
-            format!("No tool matches \"{quoted}\". Try other words: what you want to do, or the kind of thing it works on.")
+            format!(
+                "No tool matches \"{quoted}\". Try other words: what you want to do, or the kind of thing it works on."
+            )
         }
     } else {
         let mut text = if chinese {
             format!("与“{quoted}”匹配的工具（按名称调用，参数须符合其参数定义）：\n\n")
         } else {
-            format!("Tools found for \"{quoted}\" (call one by its name, with arguments that match its parameters):\n\n")
+            format!(
+                "Tools found for \"{quoted}\" (call one by its name, with arguments that match its parameters):\n\n"
+            )
         };
         for t in found.iter().filter_map(|&i| cfg.tools.at(i as usize)) {
             text.push_str(&cfg.template.entry(&Entry::of(t)));

@@ -57,12 +57,12 @@ pub fn parse_selection(root: &mut Fields<'_>) -> Result<Selection, ConfigError> 
     let Some(mut f) = root.opt_object("tools")? else {
         return Ok(Selection::default());
     };
-    let mut s = Selection::default();
-    s.all = match f.opt_str("select")?.as_deref() {
+    let all = match f.opt_str("select")?.as_deref() {
         None | Some("auto") => false,
         Some("all") => true,
         Some(other) => return Err(f.err("select", format!("must be 'auto' or 'all', found '{other}'"))),
     };
+    let mut s = Selection { all, ..Selection::default() };
     if let Some(v) = f.get("pinned") {
         let Value::Array(items) = v else {
             return Err(f.err("pinned", format!("must be a list of tool names, found {}", doc::type_name(v))));
@@ -109,7 +109,9 @@ impl Config {
                 Some(p) => pinned.push(p as u32),
                 // A server the host lists may bring it later.
                 None if self.listed_servers().next().is_some() => {}
-                None => return Err(ConfigError::new(&format!("tools.pinned[{i}]"), format!("no tool is named '{name}'"))),
+                None => {
+                    return Err(ConfigError::new(&format!("tools.pinned[{i}]"), format!("no tool is named '{name}'")))
+                }
             }
         }
         let native = self.mode == Mode::Native;

@@ -208,7 +208,7 @@ fn example(first: Option<&Entry<'_>>) -> String {
     let Some(tool) = first else {
         return r#"{"action": "Final Answer", "action_input": "..."}"#.to_string();
     };
-    let input = example_input(&tool.schema);
+    let input = example_input(tool.schema);
     format!("{{\n  \"action\": {},\n  \"action_input\": {input}\n}}", Value::String(tool.name.to_string()))
 }
 

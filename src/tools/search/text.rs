@@ -64,7 +64,7 @@ fn is_ideograph(c: char) -> bool {
 }
 
 /// Suffix stripping in the manner of Porter's first steps, kept small: plurals, `-ing`, `-ed`,
-/// `-ation`/`-tion`, then a final `e`, so that the forms of one verb or noun share a stem. Stems keep
+/// `-tion`, then a final `e`, so that the forms of one verb or noun share a stem. Stems keep
 /// at least three letters; words that are not ASCII are left as they are.
 pub fn stem(w: &mut String) {
     if w.len() <= 3 || !w.is_ascii() {
@@ -80,8 +80,6 @@ pub fn stem(w: &mut String) {
     } else if w.len() >= 5 && w.ends_with("ed") && !w.ends_with("eed") {
         cut(w, 2);
         undouble(w);
-    } else if w.len() >= 7 && w.ends_with("ation") {
-        cut(w, 3);
     } else if w.len() >= 6 && w.ends_with("tion") {
         cut(w, 3);
     }
@@ -96,9 +94,10 @@ fn plural(w: &mut String) {
     if w.ends_with("ies") && n > 4 {
         cut(w, 3);
         w.push('y');
-    } else if w.ends_with("sses") {
-        cut(w, 2);
-    } else if w.ends_with("es") && n > 4 && (matches!(b[n - 3], b's' | b'x' | b'z') || w.ends_with("ches") || w.ends_with("shes")) {
+    } else if w.ends_with("es")
+        && n > 4
+        && (matches!(b[n - 3], b's' | b'x' | b'z') || w.ends_with("ches") || w.ends_with("shes"))
+    {
         cut(w, 2);
     } else if w.ends_with('s') && !matches!(b[n - 2], b's' | b'u' | b'i') {
         cut(w, 1);

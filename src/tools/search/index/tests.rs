@@ -78,12 +78,15 @@ fn words_no_tool_has_rank_nothing() {
 #[test]
 fn postings_keep_every_document_of_a_common_term_across_varint_gaps() {
     // 300 operations that all have "item", one in 150 has "rare": gaps above 127 take two bytes.
-    let ops: Vec<(String, String)> =
-        (0..300).map(|i| (format!("getItem{i}"), if i % 150 == 7 { "rare item".into() } else { "item".into() })).collect();
+    let ops: Vec<(String, String)> = (0..300)
+        .map(|i| (format!("getItem{i}"), if i % 150 == 7 { "rare item".into() } else { "item".into() }))
+        .collect();
     let rows: Vec<(&str, &str, &str, &str, &str, &str)> = ops
         .iter()
         .enumerate()
-        .map(|(i, (id, s))| (id.as_str(), s.as_str(), "t", Box::leak(format!("/i/{i}").into_boxed_str()) as &str, "q", "x"))
+        .map(|(i, (id, s))| {
+            (id.as_str(), s.as_str(), "t", Box::leak(format!("/i/{i}").into_boxed_str()) as &str, "q", "x")
+        })
         .collect();
     let c = catalog(&rows);
     let index = Index::build(&c);
