@@ -206,25 +206,17 @@ impl Config {
     }
 }
 
-#[derive(serde::Serialize)]
-struct Spec<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: Function<'a>,
-}
-
-#[derive(serde::Serialize)]
-struct Function<'a> {
-    name: &'a str,
-    description: std::borrow::Cow<'a, str>,
-    parameters: &'a Value,
-}
-
-/// One tool of native `tools` as JSON, the same text as `native_tool`'s.
+/// One tool of native `tools` as JSON, the same text as `native_tool`'s (written by hand: a derived
+/// serializer costs the module more).
 fn write_native_tool(out: &mut Vec<u8>, name: &str, description: &str, parameters: &Value) {
-    let spec = Spec { kind: "function", function: Function { name, description: cut(description), parameters } };
     // Writing into a Vec cannot fail.
-    let _ = serde_json::to_writer(out, &spec);
+    out.extend_from_slice(br#"{"type":"function","function":{"name":"#);
+    let _ = serde_json::to_writer(&mut *out, name);
+    out.extend_from_slice(br#","description":"#);
+    let _ = serde_json::to_writer(&mut *out, &*cut(description));
+    out.extend_from_slice(br#","parameters":"#);
+    let _ = serde_json::to_writer(&mut *out, parameters);
+    out.extend_from_slice(b"}}");
 }
 
 /// Descriptions longer than OpenAI accepts are cut.

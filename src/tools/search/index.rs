@@ -3,7 +3,7 @@
 //! weighted, the sum saturated once. Field lengths are known when the index is built, so each
 //! posting stores its saturated weight, quantized to a byte; a query adds `idf × weight` per term.
 //! Postings are one byte vector (document gaps as LEB128 varints, then the weight byte), terms one
-//! sorted string: a 2,000-operation catalog takes a few hundred KB, no model file, nothing to load.
+//! string with a hash table over it: a 2,000-operation catalog takes a few hundred KB, no model file, nothing to load.
 
 use super::text::words;
 use crate::tools::{Binding, Catalog, Tool};
@@ -21,6 +21,8 @@ const WEIGHTS: [f32; FIELDS] = [3.0, 1.0, 1.5, 1.0, 0.5];
 /// Length normalization per field (BM25's `b`): short fields barely.
 const B: [f32; FIELDS] = [0.3, 0.75, 0.3, 0.3, 0.75];
 const K1: f32 = 1.2;
+/// The most documents a query ranks: more than any byte budget holds.
+pub const MAX_RANKED: usize = 512;
 /// How deep parameter schemas are read (nested objects, array items).
 const MAX_SCHEMA_DEPTH: usize = 3;
 
@@ -28,9 +30,11 @@ const MAX_SCHEMA_DEPTH: usize = 3;
 #[derive(Debug, Clone, Default)]
 pub struct Index {
     docs: u32,
-    /// Every term, sorted, end to end; `term_ends[i]` is where term `i` ends.
+    /// Every term, end to end, in the order first seen; `term_ends[i]` is where term `i` ends.
     terms: String,
     term_ends: Vec<u32>,
+    /// An open-addressing table of the terms: term id + 1 per slot, 0 for none; a power of two long.
+    slots: Vec<u32>,
     /// Per term: its documents in order, each as the gap from the previous one (varint), then its
     /// weight (1..=255); `post_ends[i]` is where term `i`'s postings end.
     postings: Vec<u8>,
@@ -55,30 +59,26 @@ impl Index {
                 *a += l as f32 / n;
             }
         }
-        // (term, document, weight), sorted by term then document.
-        let mut entries: Vec<(String, u32, u8)> = Vec::new();
+        let mut index = Index { docs: catalog.len() as u32, ..Index::default() };
+        // Each term's postings, in document order as the documents come.
+        let mut lists: Vec<(Vec<u8>, u32)> = Vec::new();
         for (i, d) in docs.into_iter().enumerate() {
             for (term, tf) in d.terms {
-                entries.push((term, i as u32, weight(&tf, &d.lens, &avg)));
+                let t = index.intern(&term);
+                if t == lists.len() {
+                    lists.push((Vec::new(), 0));
+                    index.df.push(0);
+                }
+                let (list, last) = &mut lists[t];
+                varint(list, i as u32 - *last);
+                list.push(weight(&tf, &d.lens, &avg));
+                *last = i as u32;
+                index.df[t] += 1;
             }
         }
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut index = Index { docs: catalog.len() as u32, ..Index::default() };
-        let mut last_doc = 0;
-        for (term, doc, w) in entries {
-            if index.terms.is_empty() || index.term(index.term_ends.len() - 1) != term {
-                index.terms.push_str(&term);
-                index.term_ends.push(index.terms.len() as u32);
-                index.post_ends.push(index.postings.len() as u32);
-                index.df.push(0);
-                last_doc = 0;
-            }
-            varint(&mut index.postings, doc - last_doc);
-            index.postings.push(w);
-            last_doc = doc;
-            let t = index.df.len() - 1;
-            index.df[t] += 1;
-            index.post_ends[t] = index.postings.len() as u32;
+        for (list, _) in lists {
+            index.postings.extend_from_slice(&list);
+            index.post_ends.push(index.postings.len() as u32);
         }
         index.terms.shrink_to_fit();
         index.term_ends.shrink_to_fit();
@@ -92,9 +92,11 @@ impl Index {
     /// scores.
     pub fn rank(&self, query: &str) -> Vec<(u32, f32)> {
         let mut ids: Vec<usize> = Vec::new();
-        words(query, |w| ids.extend(self.find(w)));
-        ids.sort_unstable();
-        ids.dedup();
+        words(query, |w| {
+            if let Some(t) = self.find(w).filter(|t| !ids.contains(t)) {
+                ids.push(t);
+            }
+        });
         if ids.is_empty() {
             return Vec::new();
         }
@@ -113,9 +115,17 @@ impl Index {
                 scores[doc as usize] += idf * f32::from(w) / 255.0;
             }
         }
-        let mut ranked: Vec<(u32, f32)> =
-            scores.into_iter().enumerate().filter(|(_, s)| *s > 0.0).map(|(d, s)| (d as u32, s)).collect();
-        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        // The best `MAX_RANKED`, kept in order as they come: no library sort (each costs the module
+        // kilobytes), and a query that matches every tool moves at most `MAX_RANKED` entries per tool.
+        let mut ranked: Vec<(u32, f32)> = Vec::new();
+        for (d, s) in scores.into_iter().enumerate().filter(|(_, s)| *s > 0.0) {
+            // Ties keep catalog order: a later document goes after the equal scores.
+            let at = ranked.partition_point(|(_, r)| *r >= s);
+            if at < MAX_RANKED {
+                ranked.insert(at, (d as u32, s));
+                ranked.truncate(MAX_RANKED);
+            }
+        }
         ranked
     }
 
@@ -124,7 +134,7 @@ impl Index {
         std::mem::size_of::<Index>()
             + self.terms.capacity()
             + self.postings.capacity()
-            + 4 * (self.term_ends.capacity() + self.post_ends.capacity() + self.df.capacity())
+            + 4 * (self.term_ends.capacity() + self.slots.capacity() + self.post_ends.capacity() + self.df.capacity())
     }
 
     /// How many distinct terms the catalog has.
@@ -138,17 +148,50 @@ impl Index {
     }
 
     fn find(&self, word: &str) -> Option<usize> {
-        let (mut lo, mut hi) = (0, self.term_ends.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match self.term(mid).cmp(word) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(mid),
+        self.slot(word).1
+    }
+
+    /// The slot of `word` in the table and its term, if it has one (else the empty slot it would take).
+    fn slot(&self, word: &str) -> (usize, Option<usize>) {
+        if self.slots.is_empty() {
+            return (0, None);
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = hash(word) as usize & mask;
+        loop {
+            match self.slots[i] {
+                0 => return (i, None),
+                t if self.term(t as usize - 1) == word => return (i, Some(t as usize - 1)),
+                _ => i = (i + 1) & mask,
             }
         }
-        None
     }
+
+    /// The term id of `word`, added if new.
+    fn intern(&mut self, word: &str) -> usize {
+        if let (_, Some(t)) = self.slot(word) {
+            return t;
+        }
+        let t = self.term_ends.len();
+        // At most half full: probes stay short.
+        if 2 * (t + 1) > self.slots.len() {
+            self.slots = vec![0; (self.slots.len() * 2).max(64)];
+            for old in 0..t {
+                let (i, _) = self.slot(self.term(old));
+                self.slots[i] = old as u32 + 1;
+            }
+        }
+        let (i, _) = self.slot(word);
+        self.slots[i] = t as u32 + 1;
+        self.terms.push_str(word);
+        self.term_ends.push(self.terms.len() as u32);
+        t
+    }
+}
+
+/// FNV-1a: a hash table with no random state and no library map (each costs the module kilobytes).
+fn hash(word: &str) -> u32 {
+    word.bytes().fold(0x811c_9dc5, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
 /// BM25F's saturated term weight in (0, 1), as a byte (at least 1: the term is there).
@@ -180,7 +223,7 @@ fn doc(tool: &Tool) -> Doc {
         Binding::Mcp(m) => add(&m.remote, NAME),
     }
     schema_words(&tool.schema, 0, &mut |text| add(text, PARAMS));
-    all.sort_unstable();
+    insertion_sort(&mut all);
     let mut d = Doc { terms: Vec::new(), lens: [0; FIELDS] };
     for (w, f) in all {
         d.lens[f] += 1;
@@ -219,6 +262,17 @@ fn schema_words(schema: &Value, depth: usize, add: &mut impl FnMut(&str)) {
     }
     if let Some(items) = schema.get("items") {
         schema_words(items, depth + 1, add);
+    }
+}
+
+/// A document's few dozen words: an insertion sort, so that the index has one library sort.
+fn insertion_sort(words: &mut [(String, usize)]) {
+    for i in 1..words.len() {
+        let mut j = i;
+        while j > 0 && words[j] < words[j - 1] {
+            words.swap(j, j - 1);
+            j -= 1;
+        }
     }
 }
 

@@ -36,16 +36,17 @@ pub fn words(text: &str, mut emit: impl FnMut(&str)) {
             continue;
         }
         if let Some(p) = prev {
-            let next_lower = chars.peek().is_some_and(|n| n.is_lowercase());
+            let next_lower = chars.peek().is_some_and(char::is_ascii_lowercase);
             // getWeather | HTTPServer (before the S) | v3 | 3d
-            let boundary = (p.is_lowercase() && c.is_uppercase())
-                || (p.is_uppercase() && c.is_uppercase() && next_lower)
-                || (p.is_alphabetic() != c.is_alphabetic());
+            let boundary = (p.is_ascii_lowercase() && c.is_ascii_uppercase())
+                || (p.is_ascii_uppercase() && c.is_ascii_uppercase() && next_lower)
+                || (p.is_ascii_digit() != c.is_ascii_digit());
             if boundary {
                 flush(&mut word, &mut emit);
             }
         }
-        word.extend(c.to_lowercase());
+        // Case is folded for ASCII only: Unicode's case tables would cost the module tens of KB.
+        word.push(c.to_ascii_lowercase());
         prev = Some(c);
     }
     flush(&mut word, &mut emit);
