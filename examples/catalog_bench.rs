@@ -128,7 +128,8 @@ fn corpus(dir: &str) -> (BTreeMap<String, Value>, Vec<Question>) {
     let mut questions = Vec::new();
     for cat in CATEGORIES {
         let answers = read_lines(&format!("{dir}/possible_answer/BFCL_v4_{cat}.json"));
-        let truth: BTreeMap<String, &Value> = answers.iter().map(|a| (a["id"].as_str().unwrap().to_string(), a)).collect();
+        let truth: BTreeMap<String, &Value> =
+            answers.iter().map(|a| (a["id"].as_str().unwrap().to_string(), a)).collect();
         for q in read_lines(&format!("{dir}/BFCL_v4_{cat}.json")) {
             for f in q["function"].as_array().unwrap() {
                 let name = sanitized_name(f["name"].as_str().unwrap());
@@ -151,11 +152,18 @@ fn mcp_list(pool: &BTreeMap<String, Value>) -> Vec<Value> {
 fn recall(dir: &str) {
     let (pool, questions) = corpus(dir);
     let tools = mcp_list(&pool);
-    println!("corpus: bfcl-eval, categories {CATEGORIES:?}: {} questions, {} functions pooled", questions.len(), tools.len());
+    println!(
+        "corpus: bfcl-eval, categories {CATEGORIES:?}: {} questions, {} functions pooled",
+        questions.len(),
+        tools.len()
+    );
     let list = json!({ "tools": tools });
     plain_bm25(&pool, &questions);
     for mode in ["react", "native"] {
-        let cfg = Rc::new(config_with(mode, json!([{"mcpServer": {"serviceName": "m", "servicePort": 1, "path": "/mcp", "toolsList": list}}])));
+        let cfg = Rc::new(config_with(
+            mode,
+            json!([{"mcpServer": {"serviceName": "m", "servicePort": 1, "path": "/mcp", "toolsList": list}}]),
+        ));
         let index = &cfg.offer.as_ref().expect("a selection").index;
         let (mut all_in, mut top10, mut bytes) = (0, 0, Vec::new());
         for q in &questions {
@@ -164,7 +172,12 @@ fn recall(dir: &str) {
             let names = offered(&body);
             all_in += usize::from(q.needed.iter().all(|n| names.contains(n)));
             let text: Vec<&str> = user_texts(&q.messages);
-            let ranked: BTreeSet<String> = index.rank(&text.join("\n")).iter().take(10).map(|(d, _)| cfg.tools.at(*d as usize).unwrap().name.clone()).collect();
+            let ranked: BTreeSet<String> = index
+                .rank(&text.join("\n"))
+                .iter()
+                .take(10)
+                .map(|(d, _)| cfg.tools.at(*d as usize).unwrap().name.clone())
+                .collect();
             top10 += usize::from(q.needed.iter().all(|n| ranked.contains(n)));
         }
         bytes.sort_unstable();
@@ -223,7 +236,8 @@ fn find_recall(cfg: &Rc<Config>, pool: &BTreeMap<String, Value>, questions: &[Qu
                 let hit = if mode == "native" {
                     offered(&body).contains(name)
                 } else {
-                    described(&body).contains(&format!("\n\n{name}: ")) || described(&body).contains(&format!(":\n\n{name}: "))
+                    described(&body).contains(&format!("\n\n{name}: "))
+                        || described(&body).contains(&format!(":\n\n{name}: "))
                 };
                 found += usize::from(hit);
             }
@@ -241,8 +255,14 @@ fn plain_bm25(pool: &BTreeMap<String, Value>, questions: &[Question]) {
     let docs: Vec<(String, Vec<String>)> = pool
         .iter()
         .map(|(name, f)| {
-            let params = f["parameters"]["properties"].as_object().map(|p| p.keys().cloned().collect::<Vec<_>>().join(" ")).unwrap_or_default();
-            (name.clone(), words(&format!("{} {} {params}", f["name"].as_str().unwrap(), f["description"].as_str().unwrap_or(""))))
+            let params = f["parameters"]["properties"]
+                .as_object()
+                .map(|p| p.keys().cloned().collect::<Vec<_>>().join(" "))
+                .unwrap_or_default();
+            (
+                name.clone(),
+                words(&format!("{} {} {params}", f["name"].as_str().unwrap(), f["description"].as_str().unwrap_or(""))),
+            )
         })
         .collect();
     let n = docs.len() as f64;
@@ -272,7 +292,11 @@ fn plain_bm25(pool: &BTreeMap<String, Value>, questions: &[Question]) {
         let top: BTreeSet<&str> = scored.iter().take(10).map(|s| s.1).collect();
         hits += usize::from(q.needed.iter().all(|n| top.contains(n.as_str())));
     }
-    println!("plain BM25 top 10 over the same pool: {:.1}% ({hits}/{})", 100.0 * hits as f64 / questions.len() as f64, questions.len());
+    println!(
+        "plain BM25 top 10 over the same pool: {:.1}% ({hits}/{})",
+        100.0 * hits as f64 / questions.len() as f64,
+        questions.len()
+    );
 }
 
 fn config_with(mode: &str, apis: Value) -> Config {
@@ -285,10 +309,46 @@ fn config_with(mode: &str, apis: Value) -> Config {
 }
 
 const NOUNS: [&str; 40] = [
-    "invoice", "customer", "order", "shipment", "product", "warehouse", "employee", "payroll", "ticket", "incident",
-    "server", "cluster", "volume", "snapshot", "bucket", "certificate", "domain", "record", "campaign", "lead",
-    "contract", "vendor", "asset", "license", "device", "sensor", "alert", "report", "dashboard", "budget",
-    "project", "task", "sprint", "release", "build", "artifact", "repository", "branch", "review", "policy",
+    "invoice",
+    "customer",
+    "order",
+    "shipment",
+    "product",
+    "warehouse",
+    "employee",
+    "payroll",
+    "ticket",
+    "incident",
+    "server",
+    "cluster",
+    "volume",
+    "snapshot",
+    "bucket",
+    "certificate",
+    "domain",
+    "record",
+    "campaign",
+    "lead",
+    "contract",
+    "vendor",
+    "asset",
+    "license",
+    "device",
+    "sensor",
+    "alert",
+    "report",
+    "dashboard",
+    "budget",
+    "project",
+    "task",
+    "sprint",
+    "release",
+    "build",
+    "artifact",
+    "repository",
+    "branch",
+    "review",
+    "policy",
 ];
 const VERBS: [&str; 6] = ["list", "get", "create", "update", "delete", "archive"];
 
@@ -315,7 +375,8 @@ fn bytes() {
         for mode in ["react", "native", "all"] {
             let cfg = match Config::from_value(&json!({"mode": if mode == "native" { "native" } else { "react" },
                 "llm": {"serviceName": "l", "servicePort": 1, "path": "/v1/chat/completions"}, "apis": apis,
-                "tools": {"select": if mode == "all" { "all" } else { "auto" }}})) {
+                "tools": {"select": if mode == "all" { "all" } else { "auto" }}}))
+            {
                 Ok(c) => Rc::new(c),
                 Err(e) => {
                     println!("{ops} operations, {mode}: {e}");

@@ -108,7 +108,9 @@ impl Config {
             match self.tools.position(name) {
                 Some(p) => pinned.push(p as u32),
                 // A server the host lists may bring it later.
-                None if self.listed_servers().next().is_some() => {}
+                None if self.listed_servers().next().is_some() => {
+                    log::warn!("tools.pinned[{i}]: no tool is named '{name}' (yet: an MCP listing may bring it)");
+                }
                 None => {
                     return Err(ConfigError::new(&format!("tools.pinned[{i}]"), format!("no tool is named '{name}'")))
                 }
