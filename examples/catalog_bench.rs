@@ -71,9 +71,10 @@ fn first_turn(cfg: &Rc<Config>, messages: &Value) -> (Agent, Vec<u8>) {
     panic!("no first turn");
 }
 
-/// The second turn's body after the model called `find_tools` with `query`.
-fn after_find(cfg: &Rc<Config>, messages: &Value, query: &str) -> Vec<u8> {
-    let (mut agent, _) = first_turn(cfg, messages);
+/// The second turn's body after the model called `find_tools` with `query`, and whether it keeps the
+/// first turn as a prefix (the messages; the system prompt; native: `tools` extended at its end only).
+fn after_find(cfg: &Rc<Config>, messages: &Value, query: &str) -> (Vec<u8>, bool) {
+    let (mut agent, first) = first_turn(cfg, messages);
     let message = if cfg.mode == api_agent::config::Mode::Native {
         let args = json!({"query": query}).to_string();
         json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
@@ -89,7 +90,15 @@ fn after_find(cfg: &Rc<Config>, messages: &Value, query: &str) -> Vec<u8> {
     let event = Event::UpstreamReply { status: 200, body: reply.as_bytes(), headers_sent: false };
     for c in agent.handle(event, 1_000_010) {
         if let Command::Dispatch(call) = c {
-            return call.body.map(|b| b.to_vec()).unwrap_or_default();
+            let second = call.body.map(|b| b.to_vec()).unwrap_or_default();
+            let (a, b): (Value, Value) =
+                (serde_json::from_slice(&first).unwrap(), serde_json::from_slice(&second).unwrap());
+            let prior = a["messages"].as_array().unwrap();
+            let mut kept = b["messages"].as_array().unwrap().get(..prior.len()) == Some(&prior[..]);
+            if let (Some(t1), Some(t2)) = (a["tools"].as_array(), b["tools"].as_array()) {
+                kept &= t2.get(..t1.len()) == Some(&t1[..]);
+            }
+            return (second, kept);
         }
     }
     panic!("no second turn");
@@ -222,7 +231,7 @@ fn user_texts(messages: &Value) -> Vec<&str> {
 /// `find_tools` with the words of the needed function's name, then of its description.
 fn find_recall(cfg: &Rc<Config>, pool: &BTreeMap<String, Value>, questions: &[Question], mode: &str) {
     for (label, words) in [("name", true), ("description", false)] {
-        let (mut found, mut total) = (0, 0);
+        let (mut found, mut total, mut kept) = (0, 0, 0);
         for q in questions {
             for name in &q.needed {
                 let Some(f) = pool.get(name) else { continue };
@@ -231,8 +240,9 @@ fn find_recall(cfg: &Rc<Config>, pool: &BTreeMap<String, Value>, questions: &[Qu
                 } else {
                     f["description"].as_str().unwrap_or("").to_string()
                 };
-                let body = after_find(cfg, &q.messages, &query);
+                let (body, prefix) = after_find(cfg, &q.messages, &query);
                 total += 1;
+                kept += usize::from(prefix);
                 let hit = if mode == "native" {
                     offered(&body).contains(name)
                 } else {
@@ -242,7 +252,7 @@ fn find_recall(cfg: &Rc<Config>, pool: &BTreeMap<String, Value>, questions: &[Qu
                 found += usize::from(hit);
             }
         }
-        println!("{mode}: find_tools with the words of the needed function's {label} offers it on the next turn: {:.1}% ({found}/{total})", 100.0 * found as f64 / total as f64);
+        println!("{mode}: find_tools with the words of the needed function's {label} offers it on the next turn: {:.1}% ({found}/{total}); the next turn keeps the first as a prefix: {kept}/{total}", 100.0 * found as f64 / total as f64);
     }
 }
 
