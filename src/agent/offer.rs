@@ -7,7 +7,7 @@
 use super::convo::Convo;
 use super::offered::{escaped, native_json, Offered};
 use super::work::{tool_work, Work};
-use crate::config::{Config, Mode, MAX_NATIVE_TOOLS};
+use crate::config::{Config, Mode, Offer, MAX_NATIVE_TOOLS};
 use crate::doc::truncate;
 use crate::openai::{ChatRequest, Role};
 use crate::prompt::react::Entry;
@@ -50,13 +50,13 @@ pub fn offer(c: &mut Convo, cfg: &Config, req: &ChatRequest) {
 /// request's `find_tools`, and the operator allowed every tool of the catalog.
 pub fn work(c: &mut Convo, cfg: &Config, name: &str, input: Value) -> Work {
     match &cfg.offer {
-        Some(_) if name == FIND_TOOLS => find(c, cfg, input),
+        Some(o) if name == FIND_TOOLS => find(c, cfg, o, input),
         _ => tool_work(cfg, name, input),
     }
 }
 
 /// `find_tools`: the best matches of the whole catalog, described as the prompt lists tools.
-fn find(c: &mut Convo, cfg: &Config, input: Value) -> Work {
+fn find(c: &mut Convo, cfg: &Config, o: &Offer, input: Value) -> Work {
     let query = match &input {
         Value::String(s) => s.trim().to_string(),
         Value::Object(m) => m.get("query").and_then(Value::as_str).map(str::trim).unwrap_or_default().to_string(),
@@ -66,9 +66,6 @@ fn find(c: &mut Convo, cfg: &Config, input: Value) -> Work {
         let why = format!("'{FIND_TOOLS}' needs a 'query': what you want to do, in a few words");
         return Work::Refused { name: FIND_TOOLS.into(), observation: format!("Invalid arguments for {why}."), why };
     }
-    let Some(o) = &cfg.offer else {
-        return tool_work(cfg, FIND_TOOLS, input);
-    };
     let found = pick(&o.index.rank(&query), &[], &o.costs, Budget { bytes: FOUND_BYTES, max_tools: FOUND_TOOLS });
     let chinese = cfg.template.chinese;
     let quoted = truncate(&query, 200);
