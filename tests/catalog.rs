@@ -276,3 +276,13 @@ fn mcp_tools_join_the_index_when_they_are_listed() {
     assert_eq!(next.tools.iter().nth(best).unwrap().name, "translate_text");
     assert_eq!(offer.costs.len(), 603);
 }
+
+#[test]
+fn the_startup_log_says_when_a_catalog_is_offered_as_a_selection() {
+    let p = Plugin::from_slice(cfg("react", 600, Value::Null).as_bytes()).unwrap();
+    let (_, lines) = p.startup_lines();
+    let line = lines.iter().find(|l| l.contains("selection")).expect("a selection line");
+    assert!(line.starts_with("api-agent (global): the catalog is offered per request as a selection of at most 10240 bytes of tools, with find_tools (index: "), "{line}");
+    let small = Plugin::from_slice(cfg("react", 6, Value::Null).as_bytes()).unwrap();
+    assert!(!small.startup_lines().1.iter().any(|l| l.contains("selection")));
+}
