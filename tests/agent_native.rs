@@ -239,9 +239,13 @@ fn openai_limits_on_tools() {
     let spec = format!(
         "openapi: 3.0.0\ninfo: {{title: t, version: '1'}}\nservers: [{{url: 'https://x.example'}}]\npaths:\n{paths}"
     );
-    let cfg = |mode: &str| json!({"mode": mode, "llm": {"serviceName": "l", "servicePort": 1, "path": "/p"}, "apis": [{"apiProvider": {"serviceName": "s", "servicePort": 1}, "api": spec}]});
+    let cfg = |mode: &str| json!({"mode": mode, "llm": {"serviceName": "l", "servicePort": 1, "path": "/p"}, "apis": [{"apiProvider": {"serviceName": "s", "servicePort": 1}, "api": spec}], "tools": {"select": "all"}});
     let e = Config::from_value(&cfg("native")).unwrap_err().to_string();
-    assert_eq!(e, "apis: mode 'native' allows at most 128 tools (OpenAI's limit); these APIs define 129");
+    assert_eq!(e, "apis: mode 'native' allows at most 128 tools (OpenAI's limit) with tools.select 'all'; these APIs define 129 (tools.select 'auto' offers each request a selection)");
+    // With a selection (the default), the same catalog loads: each request gets a few of its tools.
+    let mut auto = cfg("native");
+    auto.as_object_mut().unwrap().remove("tools");
+    assert!(Config::from_value(&auto).unwrap().offer.is_some());
     let react = Config::from_value(&cfg("react")).unwrap();
     let description = react.native_tools[0]["function"]["description"].as_str().unwrap();
     assert_eq!(description.chars().count(), 1024);

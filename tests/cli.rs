@@ -651,3 +651,44 @@ fn run_header_is_the_clients_identity_on_the_apis_that_forward_it() {
     assert!(stderr(&o).contains("expected NAME:VALUE"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("secret-value"), "{}", stderr(&o));
 }
+
+#[test]
+fn tools_for_a_question_shows_the_selection_with_ranks_and_scores() {
+    // The demo's three tools are offered whole: the ranks say which the question's words name.
+    let o = cli(&["tools", "--for", "weather now in Jinan", DEMO]);
+    assert_eq!(status(&o), 0, "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("all 3 tools are offered") && text.contains("   1. get_weather_now (score "), "{text}");
+    // 300 operations: a selection within the budget, with find_tools, pinned tools first.
+    let mut paths = serde_json::Map::new();
+    for i in 0..300 {
+        let op = json!({"get": {"operationId": format!("op{i}"), "summary": format!("Thing number {i}"),
+                                "responses": {"200": {"description": "ok"}}}});
+        paths.insert(format!("/t{i}"), op);
+    }
+    paths.insert(
+        "/w".into(),
+        json!({"get": {"operationId": "getWeather", "summary": "Current weather",
+                                             "responses": {"200": {"description": "ok"}}}}),
+    );
+    let spec = json!({"openapi": "3.0.0", "info": {"title": "t", "version": "1"},
+                      "servers": [{"url": "http://x.example"}], "paths": paths});
+    let cfg = json!({"llm": {"serviceName": "l", "servicePort": 1, "path": "/v1/chat/completions"},
+                     "apis": [{"apiProvider": {"serviceName": "s", "servicePort": 1}, "api": spec.to_string()}],
+                     "tools": {"pinned": ["op7"]}});
+    let file = TempFile::new("large.json", &cfg.to_string());
+    let o = cli(&["tools", "--json", "--for", "the weather, please", file.path()]);
+    assert_eq!(status(&o), 0, "{}", stderr(&o));
+    let groups: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let s = &groups[0]["selection"];
+    assert_eq!((s["tools"].as_u64(), s["plus"].as_str()), (Some(301), Some("find_tools")));
+    let offered: Vec<(&str, Value)> =
+        s["offered"].as_array().unwrap().iter().map(|r| (r["name"].as_str().unwrap(), r["rank"].clone())).collect();
+    assert_eq!(offered, [("op7", Value::Null), ("getWeather", json!(1))]);
+    let o = cli(&["tools", "--for", "the weather, please", file.path()]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("2 of 301 tools offered (") && text.contains("   -. op7 (score 0.0, 97 bytes, pinned)"),
+        "{text}"
+    );
+}

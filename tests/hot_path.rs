@@ -380,21 +380,23 @@ fn cases() -> Vec<Case> {
 /// lower them when it gets cheaper (the test prints the figures).
 const CEILINGS: &[(&str, u32, u64, u64)] = &[
     ("Wasm react loop:response 1 op(s)", 38, 174, 17_097),
-    ("Wasm react loop:response 200 op(s)", 38, 174, 91_495),
+    // 128 and 200 operations are more than `tools.threshold` (24): each request is offered a
+    // selection (ranked by the catalog index, rendered per request: more allocations, far fewer bytes).
+    ("Wasm react loop:response 200 op(s)", 38, 205, 26_774),
     ("Wasm react loop:request 1 op(s)", 37, 196, 20_135),
-    ("Wasm react loop:request 200 op(s)", 37, 196, 131_732),
+    ("Wasm react loop:request 200 op(s)", 37, 227, 30_214),
     ("Wasm native loop:response 1 op(s)", 38, 206, 16_757),
-    ("Wasm native loop:response 128 op(s)", 38, 206, 65_525),
+    ("Wasm native loop:response 128 op(s)", 38, 216, 22_478),
     ("Wasm native loop:request 1 op(s)", 37, 228, 18_713),
-    ("Wasm native loop:request 128 op(s)", 37, 228, 91_865),
+    ("Wasm native loop:request 128 op(s)", 37, 238, 24_840),
     ("Module react loop:response 1 op(s)", 39, 174, 17_097),
-    ("Module react loop:response 200 op(s)", 39, 174, 91_495),
+    ("Module react loop:response 200 op(s)", 39, 205, 26_774),
     ("Module react loop:request 1 op(s)", 38, 196, 20_135),
-    ("Module react loop:request 200 op(s)", 38, 196, 131_732),
+    ("Module react loop:request 200 op(s)", 38, 227, 30_214),
     ("Module native loop:response 1 op(s)", 39, 206, 16_757),
-    ("Module native loop:response 128 op(s)", 39, 206, 65_525),
+    ("Module native loop:response 128 op(s)", 39, 216, 22_478),
     ("Module native loop:request 1 op(s)", 38, 228, 18_713),
-    ("Module native loop:request 128 op(s)", 38, 228, 91_865),
+    ("Module native loop:request 128 op(s)", 38, 238, 24_840),
     // The run's spans (`agent::spans`), made through Envoy's tracer.
     ("Module react loop:response 1 op(s) traced", 79, 234, 21_893),
     ("Module native loop:response 1 op(s) traced", 80, 270, 21_583),

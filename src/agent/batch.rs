@@ -58,7 +58,7 @@ impl Batch {
                     b.real.push(false);
                     b.args.push(String::new());
                 }
-                Work::Known(observation) | Work::Refused { observation, .. } => {
+                Work::Known(observation) | Work::Refused { observation, .. } | Work::Found { observation, .. } => {
                     b.names.push(String::new());
                     b.results.push(Some(observation));
                     b.retries.push((0, 0, None));

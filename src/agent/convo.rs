@@ -4,6 +4,7 @@
 
 use super::error::{AgentError, ErrorCode};
 use super::format::Target;
+use super::offered::Offered;
 use super::protocol::RequestMeta;
 use super::work::Work;
 use crate::config::{Config, Mode};
@@ -49,6 +50,8 @@ pub struct Convo {
     pub system_prefix: Option<String>,
     /// The last reply's reasoning (the model's thinking), for the answer and the steps.
     pub reasoning: Option<String>,
+    /// A large catalog's tools for this request (`offer`); `None`: the configuration's, all of them.
+    pub offered: Option<Box<Offered>>,
 }
 
 /// What a reply leads to.
@@ -101,6 +104,7 @@ impl Convo {
             client_tool_specs: Vec::new(),
             system_prefix: None,
             reasoning: None,
+            offered: None,
         }
     }
 
@@ -174,9 +178,12 @@ impl Convo {
     /// The request body, written directly: the configured prompt and tools were serialized once at
     /// configuration time and are copied in, not escaped again for every request and turn.
     pub fn body(&self, cfg: &Config, model: Option<&str>) -> Vec<u8> {
-        let prompt = self.system_prefix.as_ref().map_or(0, |p| p.len() + cfg.react_prompt_json.len());
-        let mut out =
-            Vec::with_capacity(1024 + prompt + cfg.native_tools_json.len() * usize::from(self.mode == Mode::Native));
+        let (prompt_json, tools_json) = match &self.offered {
+            Some(o) => (&o.prompt_json, &o.tools_json),
+            None => (&cfg.react_prompt_json, &cfg.native_tools_json),
+        };
+        let prompt = self.system_prefix.as_ref().map_or(0, |p| p.len() + prompt_json.len());
+        let mut out = Vec::with_capacity(1024 + prompt + tools_json.len() * usize::from(self.mode == Mode::Native));
         out.push(b'{');
         for (k, v) in &self.base {
             if !(k == "model" && model.is_some()) {
@@ -190,7 +197,7 @@ impl Convo {
         if let Some(prefix) = &self.system_prefix {
             out.extend_from_slice(b"{\"role\":\"system\",\"content\":\"");
             out.extend_from_slice(prefix.as_bytes());
-            out.extend_from_slice(cfg.react_prompt_json.as_bytes());
+            out.extend_from_slice(prompt_json.as_bytes());
             out.extend_from_slice(b"\"},");
         }
         for m in &self.messages {
@@ -204,15 +211,15 @@ impl Convo {
         out.push(b']');
         if self.mode == Mode::Native {
             out.extend_from_slice(b",\"tools\":");
-            self.tools(cfg, &mut out);
+            self.tools(tools_json, &mut out);
         }
         out.push(b'}');
         out
     }
 
     /// The gateway's tools, then the client's.
-    fn tools(&self, cfg: &Config, out: &mut Vec<u8>) {
-        let gateway = cfg.native_tools_json.as_bytes();
+    fn tools(&self, gateway: &str, out: &mut Vec<u8>) {
+        let gateway = gateway.as_bytes();
         if self.client_tool_specs.is_empty() {
             out.extend_from_slice(gateway);
             return;

@@ -7,7 +7,7 @@ use super::convo::{Convo, Next};
 use super::error::{AgentError, ErrorCode};
 use super::protocol::{Call, RequestMeta};
 use super::retry::{Retry, Wait};
-use super::{native, react};
+use super::{native, offer, react};
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::{answer, ChatRequest};
@@ -19,6 +19,7 @@ pub fn start(cfg: &Config, req: ChatRequest, meta: &RequestMeta) -> Result<(Conv
         Mode::React => react::start(&mut c, &req)?,
         Mode::Native => native::start(&mut c, cfg, &req)?,
     }
+    offer::offer(&mut c, cfg, &req);
     c.add_context(cfg, meta);
     let body = c.body(cfg, None);
     Ok((c, body))

@@ -22,6 +22,8 @@ mod llm;
 mod machine;
 mod mcp;
 mod native;
+mod offer;
+mod offered;
 mod protocol;
 mod react;
 mod report;

@@ -4,7 +4,8 @@
 
 use super::convo::{Convo, Next};
 use super::error::{AgentError, ErrorCode};
-use super::work::{tool_work, Work};
+use super::offer;
+use super::work::Work;
 use crate::config::Config;
 use crate::openai::answer::FinishReason;
 use crate::openai::message::{AgentMessage, OutMessage};
@@ -100,7 +101,7 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
         .tool_calls
         .into_iter()
         .map(|tc| match parse_arguments(&tc.arguments) {
-            Ok(args) => tool_work(cfg, &tc.name, args),
+            Ok(args) => offer::work(c, cfg, &tc.name, args),
             Err(why) => Work::Refused {
                 name: tc.name.clone(),
                 observation: format!("Invalid arguments for '{}': {why}", tc.name),

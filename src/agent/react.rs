@@ -3,7 +3,8 @@
 
 use super::convo::{Convo, Next};
 use super::error::{AgentError, ErrorCode};
-use super::work::{tool_work, Work};
+use super::offer;
+use super::work::Work;
 use crate::config::Config;
 use crate::doc::json_string_contents;
 use crate::openai::answer::FinishReason;
@@ -58,7 +59,7 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
         Step::Malformed { why } => malformed(&why),
         Step::Action { name, input } => {
             let key = format!("action:{name}:{input}");
-            match tool_work(cfg, &name, input) {
+            match offer::work(c, cfg, &name, input) {
                 Work::Refused { name, observation, why } => {
                     (Next::Tools(vec![Work::Refused { name, observation, why: why.clone() }]), Some(key), why)
                 }

@@ -15,6 +15,7 @@ use super::work::{self, ToolCall, Work};
 use crate::config::Config;
 use crate::doc::truncate;
 use crate::redact::redact;
+use crate::tools::search::FIND_TOOLS;
 use std::borrow::Cow;
 
 /// A reply: status, headers, body.
@@ -47,6 +48,10 @@ impl ToolPhase<'_> {
                     let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
                     self.spans.tool_refused(&name, ToolClass::Refused.as_str(), "", observation);
                     self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
+                }
+                Work::Found { query, observation } => {
+                    let args = serde_json::json!({ "query": query }).to_string();
+                    self.steps.tool(FIND_TOOLS, &args, ToolStatus::Ended(ToolClass::Ok2xx), observation, 0);
                 }
                 Work::Call { .. } | Work::Confirm { .. } => {}
             }

@@ -23,6 +23,8 @@ pub enum Work {
     /// A call of a `policy.confirm` tool: it goes back to the client for approval (the arguments, as
     /// JSON text, were checked).
     Confirm { name: String, args: String },
+    /// A `find_tools` call of a large catalog (`offer`): the tools found for `query`, described.
+    Found { query: String, observation: String },
 }
 
 /// A tool request before it has a call id.
@@ -76,8 +78,7 @@ pub fn approved_work(cfg: &Config, name: &str, input: Value) -> Work {
 
 fn call_work(cfg: &Config, name: &str, input: Value) -> Work {
     let Some(tool) = cfg.tools.get(name) else {
-        let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
-        let observation = format!("Unknown tool '{}'. The tools are: {}.", truncate(name, 100), names.join(", "));
+        let observation = unknown_tool(cfg, name);
         return Work::Refused { name: name.to_string(), why: observation.clone(), observation };
     };
     let api = &cfg.apis[tool.api];
@@ -101,6 +102,18 @@ fn call_work(cfg: &Config, name: &str, input: Value) -> Work {
         },
         Err(why) => refused(tool, note.map_or_else(|| why.clone(), |n| format!("{why} ({n})"))),
     }
+}
+
+/// What the model is told of a name no tool has: the tools' names, or, for a catalog too large to
+/// list, where to search it.
+fn unknown_tool(cfg: &Config, name: &str) -> String {
+    let name = truncate(name, 100);
+    if cfg.offer.is_some() {
+        let find = crate::tools::search::FIND_TOOLS;
+        return format!("Unknown tool '{name}'. Call '{find}' with what you want to do to find the right tool.");
+    }
+    let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
+    format!("Unknown tool '{name}'. The tools are: {}.", names.join(", "))
 }
 
 fn refused(tool: &Tool, why: String) -> Work {

@@ -6,6 +6,7 @@ mod envoy;
 mod found;
 mod http;
 mod k8s;
+mod offer;
 mod out;
 mod plugin;
 mod prompt;
@@ -46,6 +47,10 @@ enum Command {
         /// Prints a machine-readable JSON array instead of text.
         #[arg(long)]
         json: bool,
+        /// Shows which tools this question is offered (a large catalog's selection), with their ranks
+        /// and scores, instead of every tool.
+        #[arg(long = "for", value_name = "QUESTION")]
+        question: Option<String>,
     },
     /// Prints the first LLM request body exactly as the filter would send it.
     Prompt {
@@ -141,7 +146,7 @@ pub fn main() -> ExitCode {
 fn dispatch(command: Command) -> Result<u8, CliError> {
     match command {
         Command::Validate { source } => validate::run(&source.config),
-        Command::Tools { source, json } => tools::run(&source.config, json),
+        Command::Tools { source, json, question } => tools::run(&source.config, json, question.as_deref()),
         Command::Prompt { request } => prompt::run(&request.into()),
         Command::Run { request, endpoints, headers, json } => run::run(&request.into(), &endpoints, &headers, json),
     }

@@ -2,8 +2,8 @@
 //! description, argument schema) and what the filter sends (method, URL template, cluster, authority,
 //! credentials with their values masked). The text is rendered from the same JSON `--json` prints.
 
-use super::out;
 use super::plugin::{self, Scope, State};
+use super::{offer, out};
 use super::{CliError, FAILED};
 use crate::config::{Api, ApiKey, Config};
 use crate::tools::{Binding, Tool};
@@ -11,14 +11,14 @@ use serde_json::{json, Value};
 
 const MASK: &str = "****";
 
-pub fn run(path: &str, as_json: bool) -> Result<u8, CliError> {
+pub fn run(path: &str, as_json: bool, question: Option<&str>) -> Result<u8, CliError> {
     let mut groups = Vec::new();
     let mut failed = false;
     for e in plugin::entries(path)? {
         match e.state {
             State::Valid(p) => {
                 let alone = p.rules.is_empty();
-                groups.extend(plugin::scopes(&p).iter().map(|s| group(&e.label, s, alone)));
+                groups.extend(plugin::scopes(&p).iter().map(|s| group(&e.label, s, alone, question)));
             }
             State::Rejected(msg) | State::Unusable(msg) => {
                 failed = true;
@@ -36,9 +36,18 @@ pub fn run(path: &str, as_json: bool) -> Result<u8, CliError> {
     Ok(if failed { FAILED } else { 0 })
 }
 
-/// One configuration: its LLM, its tools and its warnings.
-fn group(label: &str, s: &Scope, alone: bool) -> Value {
+/// One configuration: its LLM, its tools (or, for a question, its selection) and its warnings.
+fn group(label: &str, s: &Scope, alone: bool, question: Option<&str>) -> Value {
     let c = &s.config;
+    if let Some(q) = question {
+        return json!({
+            "where": s.place(label, alone),
+            "scope": s.name,
+            "mode": plugin::mode_name(c.mode),
+            "loop": plugin::loop_name(c.loop_phase),
+            "selection": offer::selection(c, q),
+        });
+    }
     json!({
         "where": s.place(label, alone),
         "scope": s.name,
@@ -137,6 +146,10 @@ fn text(g: &Value) -> String {
         return format!("error: {}: {}\n", s(&g["where"]), s(e));
     }
     let mut out = format!("{}\n  mode {}, loop {}\n", s(&g["where"]), s(&g["mode"]), s(&g["loop"]));
+    if let Some(selection) = g.get("selection") {
+        out.push_str(&offer::text(selection));
+        return out;
+    }
     let l = &g["llm"];
     out.push_str(&format!("  LLM: POST {} on {}\n", s(&l["url"]), upstream(l)));
     if let Some(m) = l["model"].as_str() {

@@ -9,6 +9,7 @@ mod identity;
 mod policy;
 mod refresh;
 mod rules;
+mod selection;
 mod service;
 
 use crate::doc;
@@ -24,6 +25,7 @@ pub use crate::upstream::{Api, ApiKey, Identity, TokenExchange, Upstream};
 pub use error::ConfigError;
 pub use refresh::McpSource;
 pub use rules::{sort_secrets, Matcher, Plugin, RequestKeys, Rule, CONSUMER_HEADER};
+pub use selection::{native_tool, Offer, Selection, DEFAULT_MAX_PROMPT_BYTES, DEFAULT_THRESHOLD};
 pub use service::is_token_byte;
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 15;
@@ -121,6 +123,12 @@ pub struct Config {
     pub react_prompt_json: String,
     /// The OpenAI `tools` array for native mode, rendered once.
     pub native_tools: Vec<Value>,
+    /// `tools`: how a large catalog is offered.
+    pub selection: Selection,
+    /// A catalog too large to offer whole (`tools`): each request is offered a selection, and
+    /// `react_prompt` / `native_tools` hold only what every request carries (pinned tools and
+    /// `find_tools`). `None`: every tool on every request.
+    pub offer: Option<Offer>,
     /// The same array as JSON text, spliced into every request body.
     pub native_tools_json: String,
     pub json_resp: Option<JsonResp>,
@@ -206,6 +214,7 @@ impl Config {
         let tracing = parse_tracing(&mut root)?;
         let context = parse_context(&mut root)?;
         let responses_path = parse_responses(&mut root)?;
+        let selection = selection::parse_selection(&mut root)?;
         if root.get("returnResponseTemplate").is_some() {
             warnings.push(
                 "returnResponseTemplate is a legacy Higress key and is ignored: answers are always OpenAI chat.completion objects"
@@ -217,19 +226,6 @@ impl Config {
                 warnings.push(format!("unknown top-level key '{key}' ignored"));
             }
         }
-        if mode == Mode::Native && tools.len() > MAX_NATIVE_TOOLS {
-            return Err(ConfigError::new(
-                "apis",
-                format!(
-                    "mode 'native' allows at most {MAX_NATIVE_TOOLS} tools (OpenAI's limit); these APIs define {}",
-                    tools.len()
-                ),
-            ));
-        }
-        let react_prompt = template.render(&tools);
-        let native_tools = native_tools(&tools);
-        let react_prompt_json = doc::json_string_contents(&react_prompt);
-        let native_tools_json = Value::Array(native_tools.clone()).to_string();
         let identity_headers = Config::collect_identity_headers(&apis);
         let mut config = Config {
             mode,
@@ -239,10 +235,12 @@ impl Config {
             apis,
             tools,
             template,
-            react_prompt,
-            react_prompt_json,
-            native_tools,
-            native_tools_json,
+            react_prompt: String::new(),
+            react_prompt_json: String::new(),
+            native_tools: Vec::new(),
+            native_tools_json: String::new(),
+            selection,
+            offer: None,
             json_resp,
             confirm,
             mcp,
@@ -257,6 +255,7 @@ impl Config {
             secrets: Vec::new(),
         };
         config.secrets = config.find_secrets();
+        config.render_tools("apis")?;
         Ok(config)
     }
 }
@@ -320,22 +319,6 @@ impl Config {
         sort_secrets(&mut out);
         out
     }
-}
-
-/// `{"type": "function", "function": {name, description, parameters}}` per tool; descriptions longer
-/// than OpenAI accepts are cut (names already fit: see `openapi::tool_name`).
-fn native_tools(tools: &Catalog) -> Vec<Value> {
-    tools
-        .iter()
-        .map(|t| {
-            let description: String = if t.description.chars().count() > MAX_DESCRIPTION_CHARS {
-                t.description.chars().take(MAX_DESCRIPTION_CHARS - 1).chain(std::iter::once('…')).collect()
-            } else {
-                t.description.clone()
-            };
-            serde_json::json!({"type": "function", "function": {"name": t.name, "description": description, "parameters": t.schema}})
-        })
-        .collect()
 }
 
 fn parse_llm(mut f: Fields<'_>) -> Result<Llm, ConfigError> {

@@ -3,8 +3,7 @@
 //! swaps in, in one step, when it has listed a server's tools.
 
 use super::policy::Policy;
-use super::{native_tools, Config, ConfigError, Mode, MAX_NATIVE_TOOLS};
-use crate::doc::json_string_contents;
+use super::{Config, ConfigError};
 use crate::tools::{mcp, Catalog, Tool};
 use serde_json::Value;
 
@@ -52,19 +51,13 @@ impl Config {
             let at = if i == api { src.field.clone() } else { format!("apis[{i}]") };
             catalog.extend(of_i).map_err(|e| ConfigError::new(&at, e))?;
         }
-        if self.mode == Mode::Native && catalog.len() > MAX_NATIVE_TOOLS {
-            let why = format!("mode 'native' allows at most {MAX_NATIVE_TOOLS} tools; with these, {}", catalog.len());
-            return Err(ConfigError::new(&src.field, why));
-        }
         let mut cfg = self.clone();
         let old: Vec<&str> = self.tools.iter().filter(|t| t.api == api).map(|t| t.name.as_str()).collect();
         cfg.confirm.retain(|n| !old.contains(&n.as_str()));
         cfg.confirm.extend(confirm);
-        cfg.react_prompt = cfg.template.render(&catalog);
-        cfg.react_prompt_json = json_string_contents(&cfg.react_prompt);
-        cfg.native_tools = native_tools(&catalog);
-        cfg.native_tools_json = Value::Array(cfg.native_tools.clone()).to_string();
         cfg.tools = catalog;
+        // Too many tools for native mode with `select: all`, a tool named `find_tools`: refused.
+        cfg.render_tools(&src.field)?;
         Ok(cfg)
     }
 }

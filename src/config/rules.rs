@@ -130,6 +130,14 @@ impl Plugin {
                 cfg.loop_phase,
                 cfg.llm.upstream.cluster
             ));
+            if let Some(o) = &cfg.offer {
+                lines.push(format!(
+                    "api-agent ({scope}): the catalog is offered per request as a selection of at most {} bytes of tools, with find_tools (index: {} terms, {} bytes)",
+                    o.max_prompt_bytes,
+                    o.index.terms(),
+                    o.index.bytes()
+                ));
+            }
         }
         if self.global.is_none() {
             lines.push("api-agent: no global configuration; requests that no rule matches pass through".into());

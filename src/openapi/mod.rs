@@ -136,6 +136,8 @@ pub struct Tool {
     pub schema: Value,
     /// Index of the `apis[]` entry that owns the tool.
     pub api: usize,
+    /// The operation's `tags`, words the catalog index searches.
+    pub tags: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -274,6 +276,7 @@ fn operation(
         body,
         schema,
         api,
+        tags: tags(op),
     }))
 }
 
@@ -318,6 +321,11 @@ pub fn sanitized_name(raw: &str) -> String {
     let mut name = name.trim_matches('_').to_string();
     name.truncate(MAX_NAME);
     name
+}
+
+fn tags(op: &Value) -> Vec<String> {
+    let list = op.get("tags").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    list.iter().filter_map(Value::as_str).map(str::to_string).collect()
 }
 
 fn description(op: &Value) -> String {

@@ -1,8 +1,9 @@
 //! The ReAct prompt (EN and CH, with Higress's four template words) and the parser that reads a model's
 //! ReAct reply into one step.
 
-use crate::tools::Catalog;
+use crate::tools::{Catalog, Tool};
 use serde_json::Value;
+use std::fmt::Write;
 
 /// The instructions around the tool list. The words (Higress's `promptTemplate` keys `question`,
 /// `thought1`, `actionInput`, `observation`, `thought2`, `finalAnswer`, `begin`) fill their places; the
@@ -11,6 +12,20 @@ use serde_json::Value;
 pub struct Template {
     pub chinese: bool,
     pub words: Words,
+}
+
+/// What the prompt shows of one tool.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub schema: &'a Value,
+}
+
+impl<'a> Entry<'a> {
+    pub fn of(t: &'a Tool) -> Entry<'a> {
+        Entry { name: &t.name, description: &t.description, schema: &t.schema }
+    }
 }
 
 /// Higress's template words, in its order.
@@ -77,26 +92,54 @@ impl Template {
     /// The system prompt: instructions, every tool with its JSON Schema, the valid actions. Rendered
     /// once at configuration time.
     pub fn render(&self, tools: &Catalog) -> String {
-        let mut list = String::new();
-        let params_label = if self.chinese { "参数 (JSON Schema)" } else { "Parameters (JSON Schema)" };
-        for t in tools.iter() {
-            list.push_str(&format!("{}: {}\n{params_label}: {}\n\n", t.name, t.description, t.schema));
+        let entries: Vec<Entry<'_>> = tools.iter().map(Entry::of).collect();
+        self.render_entries(&entries)
+    }
+
+    /// The system prompt with these tools only (a selection of a large catalog, and `find_tools`).
+    pub fn render_entries(&self, tools: &[Entry<'_>]) -> String {
+        // Written in place: a selection is rendered per request.
+        let mut list = String::with_capacity(512 * tools.len());
+        let mut names = String::with_capacity(24 * tools.len());
+        for t in tools {
+            self.write_entry(&mut list, t);
+            if !names.is_empty() {
+                names.push_str(", ");
+            }
+            let _ = write!(names, "\"{}\"", t.name);
         }
-        let names: Vec<String> = tools.iter().map(|t| format!("\"{}\"", t.name)).collect();
         let text = if self.chinese { CH } else { EN };
         let w = &self.words;
         // The final answer's word sits inside a JSON string of the example: escaped as one.
         let final_answer = crate::doc::json_string_contents(&w.final_answer);
-        text.replace("{tools}", list.trim_end())
-            .replace("{example}", &example(tools))
-            .replace("{names}", &names.join(", "))
-            .replace("{question}", &w.question)
-            .replace("{thought1}", &w.thought1)
-            .replace("{action_input}", &w.action_input)
-            .replace("{observation}", &w.observation)
-            .replace("{thought2}", &w.thought2)
-            .replace("{final_answer}", &final_answer)
-            .replace("{begin}", &w.begin)
+        let example = example(tools.first());
+        let slots = [
+            ("{tools}", list.trim_end()),
+            ("{example}", &example),
+            ("{names}", &names),
+            ("{question}", &w.question),
+            ("{thought1}", &w.thought1),
+            ("{action_input}", &w.action_input),
+            ("{observation}", &w.observation),
+            ("{thought2}", &w.thought2),
+            ("{final_answer}", &final_answer),
+            ("{begin}", &w.begin),
+        ];
+        fill(text, &slots, text.len() + list.len() + names.len() + 1024)
+    }
+
+    /// One tool as the prompt lists it: name, description, parameters (also how `find_tools` describes
+    /// the tools it found).
+    pub fn entry(&self, t: &Entry<'_>) -> String {
+        let mut out = String::new();
+        self.write_entry(&mut out, t);
+        out
+    }
+
+    fn write_entry(&self, out: &mut String, t: &Entry<'_>) {
+        let params_label = if self.chinese { "参数 (JSON Schema)" } else { "Parameters (JSON Schema)" };
+        // Writing into a String cannot fail.
+        let _ = write!(out, "{}: {}\n{params_label}: {}\n\n", t.name, t.description, t.schema);
     }
 
     /// Said after a malformed reply, so the model can correct itself.
@@ -136,14 +179,37 @@ impl Template {
     }
 }
 
+/// `text` with each `{slot}` replaced by its value, in one pass: the operator's text (descriptions,
+/// template words) is never read for slots, and the prompt is written into one allocation.
+fn fill(text: &str, slots: &[(&str, &str)], capacity: usize) -> String {
+    let mut out = String::with_capacity(capacity);
+    let mut rest = text;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        match slots.iter().find(|(k, _)| tail.starts_with(k)) {
+            Some((k, v)) => {
+                out.push_str(v);
+                rest = &tail[k.len()..];
+            }
+            None => {
+                out.push('{');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// One concrete action, built from the first tool: models copy the shape of an example far better
 /// than they fill `$TOOL_NAME` / `$INPUT` placeholders.
-fn example(tools: &Catalog) -> String {
-    let Some(tool) = tools.iter().next() else {
+fn example(first: Option<&Entry<'_>>) -> String {
+    let Some(tool) = first else {
         return r#"{"action": "Final Answer", "action_input": "..."}"#.to_string();
     };
-    let input = example_input(&tool.schema);
-    format!("{{\n  \"action\": {},\n  \"action_input\": {input}\n}}", Value::String(tool.name.clone()))
+    let input = example_input(tool.schema);
+    format!("{{\n  \"action\": {},\n  \"action_input\": {input}\n}}", Value::String(tool.name.to_string()))
 }
 
 /// The required arguments (or the first one, when none is required) with a value from the schema

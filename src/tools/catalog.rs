@@ -36,6 +36,16 @@ impl Catalog {
         self.index.get(name).map(|&i| &self.tools[i])
     }
 
+    /// The tool at catalog position `i` (the catalog index's documents).
+    pub fn at(&self, i: usize) -> Option<&Tool> {
+        self.tools.get(i)
+    }
+
+    /// The catalog position of the tool named `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Tool> {
         self.tools.iter()
     }

@@ -6,6 +6,7 @@
 mod catalog;
 pub mod mcp;
 mod reply;
+pub mod search;
 
 use crate::openapi;
 use crate::upstream::Api;
