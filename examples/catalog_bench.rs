@@ -23,6 +23,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Instant;
 
+#[path = "../tests/common/big_spec.rs"]
+mod big_spec;
+use big_spec::big_spec;
+
 const CATEGORIES: [&str; 8] = [
     "simple_python",
     "multiple",
@@ -316,66 +320,6 @@ fn config_with(mode: &str, apis: Value) -> Config {
         c["tools"] = json!({"select": "all"});
     }
     Config::from_value(&c).unwrap_or_else(|e| panic!("{e}"))
-}
-
-const NOUNS: [&str; 40] = [
-    "invoice",
-    "customer",
-    "order",
-    "shipment",
-    "product",
-    "warehouse",
-    "employee",
-    "payroll",
-    "ticket",
-    "incident",
-    "server",
-    "cluster",
-    "volume",
-    "snapshot",
-    "bucket",
-    "certificate",
-    "domain",
-    "record",
-    "campaign",
-    "lead",
-    "contract",
-    "vendor",
-    "asset",
-    "license",
-    "device",
-    "sensor",
-    "alert",
-    "report",
-    "dashboard",
-    "budget",
-    "project",
-    "task",
-    "sprint",
-    "release",
-    "build",
-    "artifact",
-    "repository",
-    "branch",
-    "review",
-    "policy",
-];
-const VERBS: [&str; 6] = ["list", "get", "create", "update", "delete", "archive"];
-
-/// The generated document of tests/catalog.rs and tests/e2e/support/catalog.py.
-fn big_spec(n: usize) -> String {
-    let mut paths = serde_json::Map::new();
-    for i in 0..n {
-        let (verb, noun, region) = (VERBS[i % 6], NOUNS[(i / 6) % 40], i / 240);
-        let cap = |s: &str| s[..1].to_uppercase() + &s[1..];
-        let op = json!({"operationId": format!("{verb}{}R{region}", cap(noun)),
-            "summary": format!("{} {noun} records in region {region}", cap(verb)),
-            "parameters": [{"name": format!("{noun}Id"), "in": "query", "description": format!("the {noun}'s identifier"),
-                            "schema": {"type": "string"}}],
-            "responses": {"200": {"description": "ok"}}});
-        paths.insert(format!("/r{region}/{noun}/{verb}"), json!({"get": op}));
-    }
-    json!({"openapi": "3.0.0", "info": {"title": "big", "version": "1"}, "servers": [{"url": "http://big.example"}], "paths": paths}).to_string()
 }
 
 fn bytes() {

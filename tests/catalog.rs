@@ -3,73 +3,14 @@
 //! Small catalogs are offered whole, as before.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "common/big_spec.rs"]
+mod big_spec;
 mod common;
 
 use api_agent::config::{Config, Plugin};
+use big_spec::{big_spec, cap, NOUNS, VERBS};
 use common::*;
 use serde_json::{json, Value};
-
-const NOUNS: [&str; 40] = [
-    "invoice",
-    "customer",
-    "order",
-    "shipment",
-    "product",
-    "warehouse",
-    "employee",
-    "payroll",
-    "ticket",
-    "incident",
-    "server",
-    "cluster",
-    "volume",
-    "snapshot",
-    "bucket",
-    "certificate",
-    "domain",
-    "record",
-    "campaign",
-    "lead",
-    "contract",
-    "vendor",
-    "asset",
-    "license",
-    "device",
-    "sensor",
-    "alert",
-    "report",
-    "dashboard",
-    "budget",
-    "project",
-    "task",
-    "sprint",
-    "release",
-    "build",
-    "artifact",
-    "repository",
-    "branch",
-    "review",
-    "policy",
-];
-const VERBS: [&str; 6] = ["list", "get", "create", "update", "delete", "archive"];
-
-/// An OpenAPI document of `n` operations (verbs × nouns × regions), as the e2e tests generate it.
-pub fn big_spec(n: usize) -> String {
-    let mut paths = serde_json::Map::new();
-    for i in 0..n {
-        let (verb, noun, region) = (VERBS[i % 6], NOUNS[(i / 6) % 40], i / 240);
-        let cap = |s: &str| s[..1].to_uppercase() + &s[1..];
-        let op = json!({"operationId": format!("{verb}{}R{region}", cap(noun)),
-            "summary": format!("{} {noun} records in region {region}", cap(verb)),
-            "parameters": [{"name": format!("{noun}Id"), "in": "query", "description": format!("the {noun}'s identifier"),
-                            "schema": {"type": "string"}}],
-            "responses": {"200": {"description": "ok"}}});
-        paths.insert(format!("/r{region}/{noun}/{verb}"), json!({"get": op}));
-    }
-    json!({"openapi": "3.0.0", "info": {"title": "big", "version": "1"}, "servers": [{"url": "http://big.example"}],
-           "paths": paths})
-    .to_string()
-}
 
 /// The big API and the weather API, in `mode`, with `tools` settings.
 fn cfg(mode: &str, ops: usize, tools: Value) -> String {
@@ -191,10 +132,6 @@ fn native_mode_never_sends_more_than_128_tools() {
     let out = h.run(&user("list every invoice"));
     assert_eq!(tool_names(&out, 0).len(), 128);
     assert_eq!(tool_names(&out, 1).len(), 128);
-}
-
-fn cap(s: &str) -> String {
-    s[..1].to_uppercase() + &s[1..]
 }
 
 #[test]

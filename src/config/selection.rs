@@ -10,6 +10,7 @@ use crate::prompt::react::Entry;
 use crate::tools::search::{find_tools_description, find_tools_schema, Index, FIND_TOOLS};
 use crate::tools::{Catalog, Tool};
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// Catalogs of more tools than this get a selection (`tools.threshold`).
 pub const DEFAULT_THRESHOLD: usize = 24;
@@ -136,7 +137,10 @@ impl Config {
             let why = format!("a tool is named '{FIND_TOOLS}', the name of the built-in search of large catalogs; rename it, or set tools.select 'all'");
             return Err(ConfigError::new(at, why));
         }
-        let (find_description, find_schema) = self.find_tools();
+        // Made anew, not taken from an earlier offer: the description counts this catalog's tools.
+        let chinese = self.template.chinese;
+        let (find_description, find_schema) =
+            (find_tools_description(chinese, self.tools.len()), find_tools_schema(chinese));
         let index = Index::build(&self.tools);
         Ok(Some(Offer { index, costs, pinned, max_prompt_bytes: s.max_prompt_bytes, find_description, find_schema }))
     }
@@ -155,16 +159,9 @@ impl Config {
 
     /// The ReAct prompt with `tools`, then `find_tools`.
     pub fn prompt_with(&self, tools: &[&Tool]) -> String {
-        let made;
-        let (description, schema) = match &self.offer {
-            Some(o) => (&o.find_description, &o.find_schema),
-            None => {
-                made = self.find_tools();
-                (&made.0, &made.1)
-            }
-        };
+        let (description, schema) = self.find_tools();
         let mut entries: Vec<Entry<'_>> = tools.iter().map(|t| Entry::of(t)).collect();
-        entries.push(Entry { name: FIND_TOOLS, description, schema });
+        entries.push(Entry { name: FIND_TOOLS, description: &description, schema: &schema });
         self.template.render_entries(&entries)
     }
 
@@ -179,21 +176,14 @@ impl Config {
     /// The same as JSON text, with `found` after `find_tools`: written directly, without copying each
     /// schema into a tree first (a selection is written per request).
     pub fn native_json_with(&self, offered: &[&Tool], found: &[&Tool]) -> String {
-        let made;
-        let (description, schema) = match &self.offer {
-            Some(o) => (&o.find_description, &o.find_schema),
-            None => {
-                made = self.find_tools();
-                (&made.0, &made.1)
-            }
-        };
+        let (description, schema) = self.find_tools();
         let mut out = Vec::with_capacity(4096);
         out.push(b'[');
         for t in offered {
             write_native_tool(&mut out, &t.name, &t.description, &t.schema);
             out.push(b',');
         }
-        write_native_tool(&mut out, FIND_TOOLS, description, schema);
+        write_native_tool(&mut out, FIND_TOOLS, &description, &schema);
         for t in found {
             out.push(b',');
             write_native_tool(&mut out, &t.name, &t.description, &t.schema);
@@ -202,9 +192,14 @@ impl Config {
         String::from_utf8(out).unwrap_or_default()
     }
 
-    fn find_tools(&self) -> (String, Value) {
+    /// `find_tools`'s description and schema: the selection's own, made once at load, else made now
+    /// (`prompt_with` for the CLI and tests of a catalog that is offered whole).
+    fn find_tools(&self) -> (Cow<'_, str>, Cow<'_, Value>) {
+        if let Some(o) = &self.offer {
+            return (Cow::Borrowed(o.find_description.as_str()), Cow::Borrowed(&o.find_schema));
+        }
         let chinese = self.template.chinese;
-        (find_tools_description(chinese, self.tools.len()), find_tools_schema(chinese))
+        (Cow::Owned(find_tools_description(chinese, self.tools.len())), Cow::Owned(find_tools_schema(chinese)))
     }
 }
 
