@@ -176,6 +176,7 @@ fn bad_configurations_name_the_field() {
             "llm.domain: must be a host name (with an optional port), found 'http://x/'",
         ),
         (with(base(), "/mode", json!("agent")), "mode: must be 'react' or 'native', found 'agent'"),
+        (with(base(), "/passthrough", json!("drop")), "passthrough: must be 'forward' or 'refuse', found 'drop'"),
         (
             with(base(), "/promptTemplate", json!({"enTemplate": {"thought3": "x"}})),
             "promptTemplate.enTemplate.thought3: unknown key (did you mean 'thought1'?)",

@@ -10,6 +10,27 @@ use crate::doc;
 use crate::upstream::{ApiKey, Identity, TokenExchange};
 use serde_json::Value;
 
+/// `passthrough`: what becomes of a request on the filter's route that the agent does not take (another
+/// path, method or content type, an empty body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Passthrough {
+    /// Passed on to the route's upstream as the agent's first turn would be: the client's identity
+    /// headers (`identity_headers`) removed, `llm.apiKey` in place of its credentials.
+    #[default]
+    Forward,
+    /// Refused with an OpenAI-shaped 4xx: the route serves the agent only.
+    Refuse,
+}
+
+/// `passthrough` of the configuration's root.
+pub fn parse_passthrough(root: &mut Fields<'_>) -> Result<Passthrough, ConfigError> {
+    match root.opt_str("passthrough")?.as_deref() {
+        None | Some("forward") => Ok(Passthrough::Forward),
+        Some("refuse") => Ok(Passthrough::Refuse),
+        Some(other) => Err(root.err("passthrough", format!("must be 'forward' or 'refuse', found '{other}'"))),
+    }
+}
+
 /// Headers a call sets itself: copying the client's would contradict the request the tool makes.
 const NOT_FORWARDED: [&str; 7] =
     ["host", "content-length", "content-type", "transfer-encoding", "connection", "accept-encoding", "te"];

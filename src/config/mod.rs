@@ -23,6 +23,7 @@ use service::{check_header_text, parse_upstream};
 
 pub use crate::upstream::{Api, ApiKey, Identity, TokenExchange, Upstream};
 pub use error::ConfigError;
+pub use identity::Passthrough;
 pub use refresh::McpSource;
 pub use rules::{sort_secrets, Matcher, Plugin, RequestKeys, Rule, CONSUMER_HEADER};
 pub use selection::{native_tool, Offer, Selection, DEFAULT_MAX_PROMPT_BYTES, DEFAULT_THRESHOLD};
@@ -153,6 +154,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// The client's request headers that APIs forward or exchange, lower case, each once.
     pub identity_headers: Vec<String>,
+    /// What becomes of the requests the agent does not take.
+    pub passthrough: Passthrough,
     /// The run's spans where the host makes them (`tracing`).
     pub tracing: Tracing,
     /// Every configured secret (`secrets()`), found once at load.
@@ -215,6 +218,7 @@ impl Config {
         let context = parse_context(&mut root)?;
         let responses_path = parse_responses(&mut root)?;
         let selection = selection::parse_selection(&mut root)?;
+        let passthrough = identity::parse_passthrough(&mut root)?;
         if root.get("returnResponseTemplate").is_some() {
             warnings.push(
                 "returnResponseTemplate is a legacy Higress key and is ignored: answers are always OpenAI chat.completion objects"
@@ -251,6 +255,7 @@ impl Config {
             responses_path,
             warnings,
             identity_headers,
+            passthrough,
             tracing,
             secrets: Vec::new(),
         };

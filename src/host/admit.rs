@@ -2,28 +2,57 @@
 //! host, cluster and consumer), and the per-request inputs the agent gets instead of a clock or a
 //! random source.
 
-use super::port::{Attr, Headers, Port};
+use super::port::{set_header, Attr, Headers, Port};
 use crate::agent::{Api, ClientHeaders, RequestMeta};
-use crate::config::{Config, Plugin, RequestKeys, CONSUMER_HEADER};
+use crate::config::{Config, Passthrough, Plugin, RequestKeys, CONSUMER_HEADER};
 use std::rc::Rc;
 
-/// Whether this request may be one the agent takes: a JSON POST with a body. `Some`: its path,
-/// without the query, for `api_of` once the configuration is known.
-pub fn candidate(port: &impl Port, end_of_stream: bool) -> Option<String> {
-    if end_of_stream {
-        return None;
+/// Why the agent does not take a request (`passthrough` decides what becomes of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotTaken {
+    /// Not a POST.
+    Method,
+    /// A body that does not say it is JSON.
+    ContentType,
+    /// No body.
+    Empty,
+    /// A path that is neither chat completions nor the Responses API.
+    Path,
+}
+
+impl NotTaken {
+    /// The status and message of a refusal (`passthrough: refuse`).
+    pub fn refusal(self) -> (u16, &'static str) {
+        match self {
+            NotTaken::Method => (405, "this route serves the agent only: POST a chat completions or Responses request"),
+            NotTaken::ContentType => (415, "this route serves the agent only: the request body must be JSON"),
+            NotTaken::Empty => (400, "this route serves the agent only: the request has no body"),
+            NotTaken::Path => {
+                (404, "this route serves the agent only: POST to .../chat/completions or the Responses path")
+            }
+        }
     }
+}
+
+/// Whether this request may be one the agent takes: a JSON POST with a body. `Ok`: its path, without
+/// the query, for `api_of` once the configuration is known.
+pub fn candidate(port: &impl Port, end_of_stream: bool) -> Result<String, NotTaken> {
     let method = port.header(Headers::Request, ":method").unwrap_or_default();
+    if method != "POST" {
+        return Err(NotTaken::Method);
+    }
     let content_type = port.header(Headers::Request, "content-type").unwrap_or_default();
-    let json = content_type.is_empty() || mentions_json(&content_type);
-    if method != "POST" || !json {
-        return None;
+    if !(content_type.is_empty() || mentions_json(&content_type)) {
+        return Err(NotTaken::ContentType);
+    }
+    if end_of_stream {
+        return Err(NotTaken::Empty);
     }
     let mut path = port.header(Headers::Request, ":path").unwrap_or_default();
     if let Some(query) = path.find('?') {
         path.truncate(query);
     }
-    Some(path)
+    Ok(path)
 }
 
 /// The API a path speaks, if the agent takes it: chat completions, or the Responses API at
@@ -36,6 +65,33 @@ pub fn api_of(path: &str, cfg: &Config) -> Option<Api> {
     } else {
         None
     }
+}
+
+/// The headers of a request that goes to the route's upstream (the agent's first turn, or a request
+/// it does not take): the client's identity is for its tools' APIs, never for the LLM, and the
+/// consumer's credentials are for the gateway, never for the provider.
+pub fn for_the_llm(port: &impl Port, rid: &str, cfg: &Config) {
+    for name in &cfg.identity_headers {
+        set_header(port, rid, Headers::Request, name, None);
+    }
+    if let Some(key) = &cfg.llm.api_key {
+        set_header(port, rid, Headers::Request, "authorization", Some(&format!("Bearer {key}")));
+    }
+}
+
+/// A request on the filter's route that the agent does not take: passed on with `for_the_llm`'s
+/// headers, or refused (`passthrough: refuse`). `true`: refused (answered).
+pub fn pass_on(port: &impl Port, cfg: &Config, why: NotTaken) -> bool {
+    if cfg.passthrough == Passthrough::Refuse {
+        let (status, message) = why.refusal();
+        log::info!("a request the agent does not take was refused ({why:?}): {status}");
+        let body = crate::openai::answer::error(message, "invalid_request_error", "not_an_agent_request").to_string();
+        port.local_reply(status, &[("content-type", crate::openai::answer::JSON)], body.as_bytes());
+        return true;
+    }
+    log::debug!("a request the agent does not take ({why:?}) is passed on without the client's identity");
+    for_the_llm(port, "-", cfg);
+    false
 }
 
 /// Whether a content type names JSON, in any case (without a lower-cased copy).

@@ -90,19 +90,20 @@ impl Exchange {
     /// takes has the provider's key put in place of the client's credentials, and no length or
     /// encoding that the rewritten body would contradict.
     pub fn start(&mut self, port: &impl Port, end_of_stream: bool, arrival: impl FnOnce() -> Arrival) -> Start {
-        let Some(path) = admit::candidate(port, end_of_stream) else {
-            return Start::Pass;
-        };
         let Some(instance) = self.instance.clone() else {
             return Start::Pass;
         };
         self.config = admit::select(port, &instance.plugin()).cloned();
         let Some(cfg) = self.config.clone() else {
-            // No rule for this route and no global configuration: not the agent's request.
+            // No rule for this route and no global configuration: not the filter's request.
             return Start::Pass;
         };
-        let Some(api) = admit::api_of(&path, &cfg) else {
-            return Start::Pass;
+        let api = admit::candidate(port, end_of_stream)
+            .and_then(|path| admit::api_of(&path, &cfg).ok_or(admit::NotTaken::Path));
+        let api = match api {
+            Ok(api) => api,
+            Err(why) if admit::pass_on(port, &cfg, why) => return Start::Answered,
+            Err(_) => return Start::Pass,
         };
         if cfg.tools.is_empty() {
             admit::not_ready(port);
@@ -111,18 +112,11 @@ impl Exchange {
         let meta = admit::meta(port, &cfg, arrival(), api);
         self.rid = meta.id.clone();
         let now_ms = meta.now_ms;
-        for name in &cfg.identity_headers {
-            // The client's identity is for its tools' APIs, never for the LLM.
-            set_header(port, &self.rid, Headers::Request, name, None);
-        }
+        admit::for_the_llm(port, &self.rid, &cfg);
         if api == Api::Responses {
             // The model speaks chat completions: a first turn forwarded through the route goes to
             // `llm.path`. Set now, at request-header time, while the headers can still change.
             set_header(port, &self.rid, Headers::Request, ":path", Some(&cfg.llm.path));
-        }
-        if let Some(key) = &cfg.llm.api_key {
-            // The consumer's credentials are for the gateway, never for the provider.
-            set_header(port, &self.rid, Headers::Request, "authorization", Some(&format!("Bearer {key}")));
         }
         let mut agent = Agent::new(Rc::clone(&cfg), meta);
         if port.traced() {

@@ -6,7 +6,7 @@ import json
 import openai
 import pytest
 
-from support.agent import CHAT_PATH, CLIENT_HEADERS, CLIENT_MODEL
+from support.agent import CHAT_PATH, CLIENT_HEADERS, CLIENT_MODEL, LLM_KEY
 from support.client import request, sse_events
 from support.mocks import Response
 from support.react import action
@@ -19,7 +19,9 @@ CHAT = {"model": CLIENT_MODEL, "messages": [{"role": "user", "content": "Anythin
     ("POST", "/v1/embeddings", b'{"model": "e", "input": "hi"}', "application/json"),
     ("POST", CHAT_PATH, json.dumps(CHAT).encode(), "text/plain"),
 ], ids=["get-models", "post-embeddings", "chat-not-json"])
-def test_non_chat_request_passes_untouched(gateway, mocks, method, path, body, content_type):
+def test_non_chat_request_passes_with_the_provider_key(gateway, mocks, method, path, body, content_type):
+    """Passed on as it came, but for its credentials: the consumer's key is for the gateway, the provider
+    gets `llm.apiKey` (test_passthrough.py: every kind of request, identity headers, `refuse`)."""
     headers = {**CLIENT_HEADERS, "X-Trace": "abc"}
     if content_type:
         headers["Content-Type"] = content_type
@@ -28,7 +30,7 @@ def test_non_chat_request_passes_untouched(gateway, mocks, method, path, body, c
     [seen] = mocks.llm.exchanges
     assert (seen.request.method, seen.request.target) == (method, path)
     assert seen.request.body == (body or b"")
-    assert seen.request.headers["authorization"] == CLIENT_HEADERS["Authorization"]
+    assert seen.request.headers["authorization"] == f"Bearer {LLM_KEY}"
     assert seen.request.headers["x-trace"] == "abc"
     assert (reply.status, reply.body) == (seen.response.status, seen.response.body)
     assert mocks.tool_requests() == []

@@ -20,7 +20,7 @@ from test_errors import (  # noqa: F401
     test_bad_streaming_client_body_is_a_json_400,
     test_first_llm_turn_empty_200_is_a_real_502,
     test_first_llm_turn_error_is_passed_through,
-    test_non_chat_request_passes_untouched,
+    test_non_chat_request_passes_with_the_provider_key,
 )
 
 
