@@ -125,10 +125,10 @@ impl Format {
         }
     }
 
-    /// The next formatting request's body.
-    pub fn body(&self, cfg: &Config, client_model: &str) -> Vec<u8> {
+    /// The next formatting request's body, asking for `model`.
+    pub fn body(&self, cfg: &Config, model: &str) -> Vec<u8> {
         let request = Request {
-            model: cfg.llm.model.as_deref().unwrap_or(client_model),
+            model,
             messages: &self.messages,
             stream: false,
             max_tokens: (!self.carried.contains_key("max_completion_tokens")).then_some(cfg.llm.max_tokens),
@@ -166,7 +166,7 @@ impl Format {
     pub fn on_reply(
         &mut self,
         cfg: &Config,
-        client_model: &str,
+        model: &str,
         body: &[u8],
         usage: &mut Usage,
     ) -> Result<Outcome, AgentError> {
@@ -193,6 +193,6 @@ impl Format {
         }
         self.messages.push(AgentMessage::Assistant { content: reply.content }.into());
         self.messages.push(OutMessage::Kept(retry_message(&self.last_problem)));
-        Ok(Outcome::Retry(self.body(cfg, client_model)))
+        Ok(Outcome::Retry(self.body(cfg, model)))
     }
 }

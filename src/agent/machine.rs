@@ -256,7 +256,7 @@ impl Machine {
         }
         match llm::forwardable(&self.cfg, body) {
             Ok(body) => {
-                self.spans.chat(&c.model);
+                self.spans.chat(c.client_model());
                 (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
             }
             Err(e) => self.fail(e),
@@ -267,7 +267,7 @@ impl Machine {
     fn ask(&mut self, c: Convo, body: Vec<u8>, now_ms: u64) -> Step {
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         r.call.headers.extend_from_slice(&self.meta.trace);
-        self.spans.chat(self.cfg.llm.model.as_deref().unwrap_or(&c.model));
+        self.spans.chat(c.requested_model(&self.cfg));
         self.spans.chat_call(r.call.id);
         if self.response.is_live() {
             r.call.stream = true;
@@ -359,7 +359,7 @@ impl Machine {
                 Some(target) => {
                     let mut f = Box::new(Format::start(target, &c.question, &content));
                     f.carry(&c.base);
-                    let body = f.body(&self.cfg, &c.model);
+                    let body = f.body(&self.cfg, c.requested_model(&self.cfg));
                     self.format_call(c, f, finish_reason, body, now_ms)
                 }
                 None => self.finish(&c, &content, finish_reason, None),
@@ -519,14 +519,15 @@ impl Machine {
                 "#{} the formatting call was refused (HTTP {status}); trying response_format {weaker}",
                 self.meta.id
             );
-            let body = f.body(&self.cfg, &c.model);
+            let body = f.body(&self.cfg, c.requested_model(&self.cfg));
             return self.format_call(c, f, reason, body, now_ms);
         }
         if let Some(e) = llm::status_error(status, body) {
             return self.fail(e);
         }
         let before = c.usage;
-        let outcome = f.on_reply(&self.cfg, &c.model, body, &mut c.usage);
+        let model = c.requested_model(&self.cfg).to_string();
+        let outcome = f.on_reply(&self.cfg, &model, body, &mut c.usage);
         self.llm_read(&c, before, ms);
         self.spans.chat_end();
         match outcome {
@@ -546,7 +547,7 @@ impl Machine {
     fn format_call(&mut self, c: Convo, f: Box<Format>, reason: FinishReason, body: Vec<u8>, now_ms: u64) -> Step {
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         r.call.headers.extend_from_slice(&self.meta.trace);
-        self.spans.chat(self.cfg.llm.model.as_deref().unwrap_or(&c.model));
+        self.spans.chat(c.requested_model(&self.cfg));
         self.spans.chat_call(r.call.id);
         let call = r.call.clone();
         (State::AwaitFormat(r, c, f, reason), vec![Command::Dispatch(call)])

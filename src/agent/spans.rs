@@ -16,6 +16,19 @@ use crate::openai::Usage;
 use crate::redact::redact;
 use crate::vec_map::VecMap;
 
+/// The most of a model name a span carries, in bytes.
+pub const MODEL_NAME_BYTES: usize = 128;
+
+/// A model name as spans carry it: the client and the LLM choose it, so it is cut to
+/// `MODEL_NAME_BYTES` (on a character boundary) and each control character is read as `?`.
+pub fn model_name(model: &str) -> String {
+    let mut end = model.len().min(MODEL_NAME_BYTES);
+    while !model.is_char_boundary(end) {
+        end -= 1;
+    }
+    model[..end].chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
 /// A span of this run, as the agent names it; the host maps it to its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SpanKey(pub u32);
@@ -124,6 +137,7 @@ impl Spans {
             return;
         }
         self.turns += 1;
+        let model = model_name(model);
         let span = self.open(self.agent, format!("chat {model}"), "chat");
         self.tag(span, "gen_ai.request.model", model);
         self.tag(span, "api_agent.turn", self.turns);
@@ -139,7 +153,7 @@ impl Spans {
 
     /// The turn in flight was read: the model that answered, and the turn's own tokens.
     pub fn chat_read(&mut self, model: &str, turn: Usage) {
-        self.chat_tag("gen_ai.response.model", model);
+        self.chat_tag("gen_ai.response.model", model_name(model));
         self.chat_tag("gen_ai.usage.input_tokens", turn.prompt_tokens);
         self.chat_tag("gen_ai.usage.output_tokens", turn.completion_tokens);
     }
@@ -288,7 +302,7 @@ impl Spans {
         };
         let tags = vec![
             ("api_agent.outcome", r.summary_outcome()),
-            ("gen_ai.response.model", r.model.clone()),
+            ("gen_ai.response.model", model_name(&r.model)),
             ("gen_ai.usage.input_tokens", r.tokens.prompt_tokens.to_string()),
             ("gen_ai.usage.output_tokens", r.tokens.completion_tokens.to_string()),
             ("api_agent.turns", r.llm_turns.to_string()),
