@@ -215,7 +215,8 @@ fn a_request_the_host_ends_closes_its_spans_as_cancelled() {
 #[test]
 fn every_turn_names_the_model_requested_not_the_one_the_last_reply_named() {
     let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
-    let cfg = pets(json!({"mode": "native", "llm": {"model": null}, "jsonResp": {"enable": true, "jsonSchema": schema}}));
+    let cfg =
+        pets(json!({"mode": "native", "llm": {"model": null}, "jsonResp": {"enable": true, "jsonSchema": schema}}));
     let mut h = traced(&cfg)
         .llm([native_calls(&[("c1", "listPets", json!({"limit": 1}))]), text("three"), text(r#"{"n": 3}"#)])
         .tool_json(PETS, "[]");
@@ -237,11 +238,12 @@ fn a_model_name_in_a_span_is_bounded_and_printable() {
     let long = format!("m\u{1}\u{7f}x\n{}", "é".repeat(30_000));
     let mut req = user("Pets?");
     req["model"] = json!(long);
-    let mut h = traced(&cfg).llm([native_calls(&[("c1", "listPets", json!({"limit": 1}))]), text("None.")]).tool_json(PETS, "[]");
+    let mut h = traced(&cfg)
+        .llm([native_calls(&[("c1", "listPets", json!({"limit": 1}))]), text("None.")])
+        .tool_json(PETS, "[]");
     let out = h.run(&req);
     assert_eq!(out.answer(), "None.");
-    let named: Vec<&String> =
-        out.spans.iter().filter(|l| l.contains(" chat ") || l.contains(".model=")).collect();
+    let named: Vec<&String> = out.spans.iter().filter(|l| l.contains(" chat ") || l.contains(".model=")).collect();
     assert!(named.len() >= 4, "{named:?}");
     for line in named {
         let model = line.split_once(" chat ").or_else(|| line.split_once(".model=")).unwrap().1;

@@ -10,6 +10,7 @@ use super::error::{AgentError, ErrorCode};
 use super::finish::{self, Response};
 use super::format::{self, Format, Target};
 use super::identity::Identity;
+use super::learn::Learning;
 use super::llm;
 use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
@@ -63,15 +64,15 @@ pub struct Machine {
     now: u64,
     pub(super) report: Report,
     steps: Steps,
-    /// MCP sessions, seeded by the host and left for it.
-    pub(super) mcp_sessions: Sessions,
+    /// MCP sessions, from the instance's memory and told back (`learning`).
+    mcp_sessions: Sessions,
     /// The client's identity on its tools' calls, and the tokens exchanged for it.
     pub(super) identity: Identity,
-    /// Parameters the LLM server refused (`llm::STEP_DOWN`), seeded by the host and left for it.
-    pub(super) refused: Vec<&'static str>,
-    /// The server's chat template opens think blocks (`reasoning.templateOpens`, or learnt by the
-    /// host from an earlier request): live turns' text is thinking until `</think>`.
-    pub(super) template_opens: bool,
+    /// What earlier requests taught this one, and what it teaches later ones.
+    learning: Learning,
+    /// The server's chat template opens think blocks (`reasoning.templateOpens`, or learnt from an
+    /// earlier request to the model): live turns' text is thinking until `</think>`.
+    template_opens: bool,
     /// The token budget ended the loop.
     budget_spent: bool,
     /// The run's spans, where the host makes them (`Agent::trace`).
@@ -87,8 +88,13 @@ impl Machine {
         let report = Report::new(cfg.mode, meta.now_ms);
         let want_steps = meta.steps || cfg.return_steps;
         let steps = Steps::new(want_steps, if want_steps { cfg.secrets().to_vec() } else { Vec::new() });
-        let identity = Identity::new(meta.client_headers.clone());
+        let mut identity = Identity::new(meta.client_headers.clone());
+        for (api, token) in &meta.memory.tokens {
+            identity.seed(*api, token.clone());
+        }
         let template_opens = cfg.template_opens;
+        let learning = Learning::new(&meta.memory);
+        let mcp_sessions = meta.memory.mcp.clone();
         Machine {
             response: Response::new(&cfg, &meta),
             now: meta.now_ms,
@@ -97,9 +103,9 @@ impl Machine {
             calls,
             report,
             steps,
-            mcp_sessions: Sessions::new(),
+            mcp_sessions,
             identity,
-            refused: Vec::new(),
+            learning,
             template_opens,
             budget_spent: false,
             spans: Spans::default(),
@@ -127,6 +133,8 @@ impl Machine {
         if let Some(at) = self.wake_at() {
             commands.push(Command::WakeAt(at));
         }
+        let lessons = self.learning.tell(&self.mcp_sessions, &mut self.identity);
+        commands.splice(0..0, lessons);
         commands
     }
 
@@ -194,6 +202,8 @@ impl Machine {
             Err(e) => return self.fail(e),
         };
         self.response.asked(&req, echo.as_ref());
+        let model = self.cfg.llm.model.as_deref().or(req.model.as_deref()).unwrap_or_default();
+        self.template_opens |= self.learning.asks(model, &self.meta.memory).template_opens;
         let json = match Target::for_request(&self.cfg, &req) {
             Ok(t) => t,
             Err(e) => return self.fail(e),
@@ -236,7 +246,7 @@ impl Machine {
         };
         // What the server refused before is not sent again.
         let mut stepped = false;
-        for p in &self.refused {
+        for p in self.learning.refused() {
             stepped |= c.step_down(p);
         }
         if stepped {
@@ -282,6 +292,9 @@ impl Machine {
         let ((status, headers, body), id) = (reply, r.call.id);
         let ms = self.llm_answered(id, status, body, now_ms);
         let (relayed, streamed) = self.response.end_turn(id);
+        if self.response.template_opens() && !self.cfg.template_opens {
+            self.learning.template_opens(c.requested_model(&self.cfg));
+        }
         let mut c = c;
         if self.stepped_down(&mut c, status, body, relayed) {
             return self.ask_again(c, now_ms);
@@ -310,9 +323,7 @@ impl Machine {
         }
         log::info!("#{} the LLM refused '{param}': the turn goes again without it", self.meta.id);
         self.spans.chat_tag("api_agent.stepped_down", param);
-        if !self.refused.contains(&param) {
-            self.refused.push(param);
-        }
+        self.learning.refusal(c.requested_model(&self.cfg), param);
         true
     }
 

@@ -21,12 +21,17 @@ pub const MODEL_NAME_BYTES: usize = 128;
 
 /// A model name as spans carry it: the client and the LLM choose it, so it is cut to
 /// `MODEL_NAME_BYTES` (on a character boundary) and each control character is read as `?`.
-pub fn model_name(model: &str) -> String {
+/// Allocates only for a name it changes.
+pub fn model_name(model: &str) -> std::borrow::Cow<'_, str> {
     let mut end = model.len().min(MODEL_NAME_BYTES);
     while !model.is_char_boundary(end) {
         end -= 1;
     }
-    model[..end].chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+    let kept = &model[..end];
+    if !kept.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(kept);
+    }
+    std::borrow::Cow::Owned(kept.chars().map(|c| if c.is_control() { '?' } else { c }).collect())
 }
 
 /// A span of this run, as the agent names it; the host maps it to its own.
@@ -153,6 +158,9 @@ impl Spans {
 
     /// The turn in flight was read: the model that answered, and the turn's own tokens.
     pub fn chat_read(&mut self, model: &str, turn: Usage) {
+        if self.chat.is_none() {
+            return;
+        }
         self.chat_tag("gen_ai.response.model", model_name(model));
         self.chat_tag("gen_ai.usage.input_tokens", turn.prompt_tokens);
         self.chat_tag("gen_ai.usage.output_tokens", turn.completion_tokens);
@@ -302,7 +310,7 @@ impl Spans {
         };
         let tags = vec![
             ("api_agent.outcome", r.summary_outcome()),
-            ("gen_ai.response.model", model_name(&r.model)),
+            ("gen_ai.response.model", model_name(&r.model).into_owned()),
             ("gen_ai.usage.input_tokens", r.tokens.prompt_tokens.to_string()),
             ("gen_ai.usage.output_tokens", r.tokens.completion_tokens.to_string()),
             ("api_agent.turns", r.llm_turns.to_string()),
