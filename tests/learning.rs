@@ -158,6 +158,19 @@ fn request(instance: &Rc<Instance>, now: u64, body: Value, live: bool, llm: &[(u
     host
 }
 
+/// (content, reasoning_content) a streaming client got.
+fn streamed(host: &FakeHost) -> (String, String) {
+    let text = String::from_utf8_lossy(&host.answer).to_string();
+    let (mut content, mut reasoning) = (String::new(), String::new());
+    for data in text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
+        let v: Value = serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}"));
+        let delta = &v["choices"][0]["delta"];
+        content.push_str(delta["content"].as_str().unwrap_or(""));
+        reasoning.push_str(delta["reasoning_content"].as_str().unwrap_or(""));
+    }
+    (content, reasoning)
+}
+
 fn llm_bodies(host: &FakeHost) -> Vec<Value> {
     host.sent.iter().map(|c| serde_json::from_slice(c.body.as_ref().unwrap().as_ref()).unwrap()).collect()
 }
@@ -233,4 +246,41 @@ fn a_react_turn_without_stop_is_still_cut_at_its_observation() {
     let c = request(&instance, t0 + 2_000, ask("model-x"), false, &[(200, completion(invented)), (200, again)]);
     assert_eq!(llm_bodies(&c).len(), 2, "the invented answer was taken");
     assert!(!String::from_utf8_lossy(&c.answer).contains("unicorn"));
+}
+
+#[test]
+fn one_answer_that_mentions_the_closing_tag_changes_no_other_request() {
+    let instance = Rc::new(Instance::new(plugin("native")));
+    let t0 = 1_000_000;
+    let mut live = ask("model-x");
+    live["stream"] = json!(true);
+    // An ordinary answer that explains the tag, mid-text: its text is the answer, all of it.
+    let mention = "Close the block with </think> and then write the reply.";
+    let a = request(&instance, t0, live.clone(), true, &[(200, sse(&[mention]))]);
+    assert_eq!(streamed(&a), (mention.to_string(), String::new()), "the answer lost its start");
+    // Another client's plain answer, live: not read as thinking.
+    let b = request(&instance, t0 + 1_000, live, true, &[(200, sse(&["Hello ", "there."]))]);
+    assert_eq!(streamed(&b), ("Hello there.".to_string(), String::new()));
+}
+
+#[test]
+fn a_template_that_opens_think_blocks_is_learnt_for_its_model_only() {
+    let instance = Rc::new(Instance::new(plugin("native")));
+    let t0 = 1_000_000;
+    let live = |model: &str| {
+        let mut r = ask(model);
+        r["stream"] = json!(true);
+        r
+    };
+    let opened = sse(&["The user greets me.\n</think>", "\n\nHello."]);
+    // Undeclared, the first such turn is known only at its `</think>`, after its text went out live.
+    let a = request(&instance, t0, live("model-x"), true, &[(200, opened)]);
+    assert!(streamed(&a).0.ends_with("Hello."));
+    // Model X's later turns are thinking until their lone `</think>`, from the first byte.
+    let b =
+        request(&instance, t0 + 1_000, live("model-x"), true, &[(200, sse(&["Thinking", " more.\n</think>\nHi."]))]);
+    assert_eq!(streamed(&b), ("Hi.".to_string(), "Thinking more.".to_string()));
+    // Model Y's are not.
+    let c = request(&instance, t0 + 2_000, live("model-y"), true, &[(200, sse(&["Hello ", "there."]))]);
+    assert_eq!(streamed(&c), ("Hello there.".to_string(), String::new()));
 }
