@@ -81,7 +81,7 @@ impl Host for FakeHost {
     }
 }
 
-fn plugin(mode: &str) -> Plugin {
+fn plugin_json(mode: &str) -> String {
     let spec = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\nservers: [{url: 'http://pets.local'}]\npaths:\n  /pets:\n    get:\n      operationId: listPets\n      summary: List pets\n      responses: {'200': {description: ok}}\n";
     let config = json!({
         "mode": mode, "loop": "request",
@@ -89,7 +89,11 @@ fn plugin(mode: &str) -> Plugin {
                 "path": "/v1/chat/completions", "maxIterations": 3, "maxRetries": 0},
         "apis": [{"apiProvider": {"serviceName": "pets.svc", "servicePort": 8080}, "api": spec}],
     });
-    Plugin::from_slice(config.to_string().as_bytes()).unwrap()
+    config.to_string()
+}
+
+fn plugin(mode: &str) -> Plugin {
+    Plugin::from_slice(plugin_json(mode).as_bytes()).unwrap()
 }
 
 fn completion(content: &str) -> String {
@@ -283,4 +287,24 @@ fn a_template_that_opens_think_blocks_is_learnt_for_its_model_only() {
     // Model Y's are not.
     let c = request(&instance, t0 + 2_000, live("model-y"), true, &[(200, sse(&["Hello ", "there."]))]);
     assert_eq!(streamed(&c), ("Hello there.".to_string(), String::new()));
+}
+
+#[test]
+fn the_memory_is_bounded_in_models_and_name_length() {
+    use api_agent::agent::Lesson;
+    use api_agent::host::memory::{Memory, MODELS, MODEL_NAME_BYTES};
+    let cfg = api_agent::config::Config::from_slice(plugin_json("native").as_bytes()).unwrap();
+    let mut m = Memory::default();
+    for i in 0..MODELS + 40 {
+        m.learn(0, &cfg, Lesson::Refused { model: format!("m{i}"), param: "temperature" }, 1_000 + i as u64);
+    }
+    assert_eq!(m.models(), MODELS);
+    let long = "x".repeat(MODEL_NAME_BYTES + 1);
+    m.learn(0, &cfg, Lesson::Refused { model: long.clone(), param: "stop" }, 5_000);
+    let recalled = m.recall(0, &cfg, &Default::default(), 5_000);
+    assert!(recalled.models.iter().all(|(name, _)| *name != long));
+    assert!(recalled.models.iter().any(|(name, _)| name == &format!("m{}", MODELS + 39)), "the newest is kept");
+    assert!(recalled.models.iter().all(|(name, _)| name != "m0"), "the one that expires first went");
+    // Another configuration recalls nothing of this one's.
+    assert!(m.recall(1, &cfg, &Default::default(), 5_000).models.is_empty());
 }
