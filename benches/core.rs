@@ -88,6 +88,7 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
         live: false,
         trace: Vec::new(),
         api: Default::default(),
+        memory: Default::default(),
     };
     let mut agent = Agent::new(Rc::clone(cfg), meta);
     let mut turn = turns.iter();
@@ -118,7 +119,7 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
             }
             Command::WakeAt(_) => agent.handle(Event::Wake, 4),
             // Only for live hosts; this one is not.
-            Command::Open(_) | Command::Send(_) => Vec::new(),
+            Command::Open(_) | Command::Send(_) | Command::Learn(_) => Vec::new(),
         };
     }
 }

@@ -60,6 +60,7 @@ fn meta() -> RequestMeta {
         live: false,
         trace: Vec::new(),
         api: Default::default(),
+        memory: Default::default(),
     }
 }
 

@@ -211,3 +211,47 @@ fn a_request_the_host_ends_closes_its_spans_as_cancelled() {
     agent.end_spans();
     assert!(agent.take_spans().is_empty(), "ended once");
 }
+
+#[test]
+fn every_turn_names_the_model_requested_not_the_one_the_last_reply_named() {
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let cfg =
+        pets(json!({"mode": "native", "llm": {"model": null}, "jsonResp": {"enable": true, "jsonSchema": schema}}));
+    let mut h = traced(&cfg)
+        .llm([native_calls(&[("c1", "listPets", json!({"limit": 1}))]), text("three"), text(r#"{"n": 3}"#)])
+        .tool_json(PETS, "[]");
+    let out = h.run(&user("How many?"));
+    assert_eq!(out.answer(), r#"{"n":3}"#, "{:?}", out.spans);
+    let opens: Vec<&String> = out.spans.iter().filter(|l| l.contains(" chat ")).collect();
+    assert_eq!(opens.len(), 3, "{:?}", out.spans);
+    assert!(opens.iter().all(|l| l.ends_with("chat client-model")), "{opens:?}");
+    let requested: Vec<&String> = out.spans.iter().filter(|l| l.contains("gen_ai.request.model=")).collect();
+    assert_eq!(requested.len(), 3);
+    assert!(requested.iter().all(|l| l.ends_with("=client-model")), "{requested:?}");
+    // Every call asked for the client's model too, the formatting call included.
+    assert!(out.llm_requests.iter().all(|r| r["model"] == "client-model"), "{:?}", out.llm_requests);
+}
+
+#[test]
+fn a_model_name_in_a_span_is_bounded_and_printable() {
+    let cfg = pets(json!({"mode": "native", "llm": {"model": null}}));
+    // The request's own check refuses a model over 256 bytes or with control characters (a 400, tested
+    // in agent_responses.rs); one within it is still too long for a span name.
+    let long = format!("m-x{}", "é".repeat(120));
+    let mut req = user("Pets?");
+    req["model"] = json!(long);
+    let mut h = traced(&cfg)
+        .llm([native_calls(&[("c1", "listPets", json!({"limit": 1}))]), text("None.")])
+        .tool_json(PETS, "[]");
+    let out = h.run(&req);
+    assert_eq!(out.answer(), "None.");
+    let named: Vec<&String> = out.spans.iter().filter(|l| l.contains(" chat ") || l.contains(".model=")).collect();
+    assert!(named.len() >= 4, "{named:?}");
+    for line in named {
+        let model = line.split_once(" chat ").or_else(|| line.split_once(".model=")).unwrap().1;
+        assert!(model.len() <= 128, "{} bytes", model.len());
+        assert!(model.chars().all(|c| !c.is_control()), "{model:?}");
+    }
+    let first = out.spans.iter().find(|l| l.contains(" chat ")).unwrap();
+    assert!(first.contains(" chat m-xéé"), "{first}");
+}

@@ -320,6 +320,7 @@ fn core_first_request(mode: Mode, question: &str, stream: bool) -> Vec<u8> {
         live: false,
         trace: Vec::new(),
         api: Default::default(),
+        memory: Default::default(),
     };
     let mut agent = Agent::new(Rc::new(cfg), meta);
     let mut body = json!({"messages": [{"role": "user", "content": question}], "model": "demo-react-model"});

@@ -162,6 +162,7 @@ fn drive(cfg: Rc<Config>, stream: bool, live: bool, answers: &[Answer], steps: &
         live,
         trace: Vec::new(),
         api: Default::default(),
+        memory: Default::default(),
     };
     let mut agent = Agent::new(Rc::clone(&cfg), meta);
     let body = json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "List pets"}]});
@@ -179,7 +180,7 @@ fn drive(cfg: Rc<Config>, stream: bool, live: bool, answers: &[Answer], steps: &
             panic!("stuck: no command and no reply after {i} events");
         };
         // Bytes streamed live are not events: a long answer in small pieces sends many.
-        if !matches!(cmd, Command::Open(_) | Command::Send(_)) {
+        if !matches!(cmd, Command::Open(_) | Command::Send(_) | Command::Learn(_)) {
             now += steps[i % steps.len()];
             i += 1;
         }
@@ -201,6 +202,8 @@ fn drive(cfg: Rc<Config>, stream: bool, live: bool, answers: &[Answer], steps: &
                 Vec::new()
             }
             Command::WakeAt(at) => agent.handle(Event::Wake, now.max(at)),
+            // For later requests; each run here is one.
+            Command::Learn(_) => Vec::new(),
             Command::Forward { .. } => {
                 let (status, body) = http(&take()).unwrap_or((503, b"upstream connect error".to_vec()));
                 agent.handle(Event::UpstreamReply { status, body: &body, headers_sent: true }, now)

@@ -6,6 +6,7 @@ mod common;
 
 use api_agent::agent::Failure;
 use api_agent::config::Config;
+use api_agent::host::memory::Memory;
 use api_agent::host::tokens::TokenCache;
 use common::*;
 use serde_json::{json, Value};
@@ -113,18 +114,18 @@ fn the_right_token_reaches_the_right_api_only() {
 #[test]
 fn the_cache_saves_the_second_exchange_and_keeps_users_apart() {
     let count = Rc::new(Cell::new(0));
-    let cache = Rc::new(RefCell::new(TokenCache::default()));
+    let cache = Rc::new(RefCell::new(Memory::default()));
     for (user, exchanges) in [("alice", 1), ("alice", 1), ("bob", 2), ("alice", 2), ("bob", 2)] {
         let mut h =
             harness(user, &count).llm([classic_call("List.", "listPets", json!({"limit": 1})), classic_final("Rex.")]);
-        h.token_cache = Rc::clone(&cache);
+        h.memory = Rc::clone(&cache);
         let out = h.run(&user_q());
         assert_eq!(out.reply.status, 200);
         let pets = out.tool_calls.iter().find(|c| c.cluster == PETS).unwrap();
         assert_eq!(header(pets, "authorization"), Some(format!("Bearer tok-{user}").as_str()));
         assert_eq!(count.get(), exchanges, "token service calls after {user}'s request");
     }
-    assert_eq!(cache.borrow().len(), 2);
+    assert_eq!(cache.borrow().tokens(), 2);
 }
 
 fn user_q() -> Value {
@@ -413,7 +414,7 @@ fn a_token_the_api_refuses_is_dropped_and_exchanged_again_once() {
         _ => ToolReply::Http(200, r#"[{"id": 1}]"#.into()),
     };
     let count = Rc::new(Cell::new(0));
-    let cache = Rc::new(RefCell::new(TokenCache::default()));
+    let cache = Rc::new(RefCell::new(Memory::default()));
     let turns = || {
         [
             classic_call("One.", "listPets", json!({"limit": 1})),
@@ -423,7 +424,7 @@ fn a_token_the_api_refuses_is_dropped_and_exchanged_again_once() {
     };
     let mut h = Harness::new(&two_apis()).tool(STS, minting(Rc::clone(&count))).tool(PETS, pets).llm(turns());
     h.client_headers = vec![("authorization".into(), "Bearer alice".into())];
-    h.token_cache = Rc::clone(&cache);
+    h.memory = Rc::clone(&cache);
     let out = h.run(&user_q());
     let used: Vec<_> =
         out.tool_calls.iter().filter(|c| c.cluster == PETS).map(|c| header(c, "authorization")).collect();
@@ -433,7 +434,7 @@ fn a_token_the_api_refuses_is_dropped_and_exchanged_again_once() {
     // The next request gets the good token from the cache, not the refused one.
     let mut h = Harness::new(&two_apis()).tool(STS, minting(Rc::clone(&count))).tool(PETS, pets).llm(turns());
     h.client_headers = vec![("authorization".into(), "Bearer alice".into())];
-    h.token_cache = Rc::clone(&cache);
+    h.memory = Rc::clone(&cache);
     let out = h.run(&user_q());
     assert!(out
         .tool_calls

@@ -192,3 +192,27 @@ fn a_refused_response_format_is_stepped_down_then_dropped() {
     let out = run(&config, "react", vec![refused(), refused(), refused()], user(QUESTION));
     assert_eq!(out.reply.status, 502);
 }
+
+#[test]
+fn every_client_parameter_the_filter_does_not_own_reaches_the_formatting_call() {
+    for mode in ["react", "native"] {
+        let mut req = user(QUESTION);
+        req["seed"] = json!(7);
+        req["user"] = json!("u-42");
+        req["x_vendor_knob"] = json!({"a": 1});
+        req["temperature"] = json!(0.2);
+        let out = run(&enabled(mode), mode, vec![text(r#"{"pets": [], "count": 0}"#)], req);
+        assert_eq!(out.llm_requests.len(), 3, "{mode}: {}", out.body_text());
+        for (i, call) in out.llm_requests.iter().enumerate() {
+            assert_eq!(call["seed"], 7, "{mode} call {i}: {call}");
+            assert_eq!(call["user"], "u-42", "{mode} call {i}");
+            assert_eq!(call["x_vendor_knob"], json!({"a": 1}), "{mode} call {i}");
+            assert_eq!(call["temperature"], 0.2, "{mode} call {i}");
+        }
+        let format = &out.llm_requests[2];
+        for owned in ["tools", "tool_choice", "stop", "stream_options"] {
+            assert!(format.get(owned).is_none(), "{mode}: the filter owns {owned}: {format}");
+        }
+        assert_eq!(format["stream"], false);
+    }
+}

@@ -353,7 +353,19 @@ fn react_mode_calls_mcp_tools_too() {
 mod shared_sessions {
     use super::*;
     use api_agent::agent::McpSessions;
-    use api_agent::agent::{Agent, Command, Event};
+    use api_agent::agent::{Agent, Command, Event, Lesson};
+
+    /// The MCP sessions the commands teach the instance (the last lesson), and the other commands.
+    fn taught(cmds: Vec<Command>) -> (Option<McpSessions>, Vec<Command>) {
+        let (mut learnt, mut rest) = (None, Vec::new());
+        for c in cmds {
+            match c {
+                Command::Learn(Lesson::McpSessions(s)) => learnt = Some(s),
+                other => rest.push(other),
+            }
+        }
+        (learnt, rest)
+    }
 
     fn sessions(api: usize, id: &str) -> McpSessions {
         let mut known = McpSessions::new();
@@ -363,14 +375,16 @@ mod shared_sessions {
 
     fn agent(sessions: McpSessions) -> (Agent, Call) {
         let cfg = Rc::new(Config::from_slice(mcp_config(mcp_entry(json!({})), "native").as_bytes()).unwrap());
-        let meta = request_meta("req7", START_MS, 1);
+        let mut meta = request_meta("req7", START_MS, 1);
+        meta.memory.mcp = sessions;
         let mut a = Agent::new(cfg, meta);
-        a.set_mcp_sessions(sessions);
         let first = a.handle(Event::ClientRequest { body: user("Weather?").to_string().as_bytes() }, START_MS);
         assert!(matches!(first.as_slice(), [Command::Forward { .. }]), "{first:?}");
         let Turn::Message(m) = native_calls(&[("c1", "get_forecast", json!({"city": "J"}))]) else { unreachable!() };
         let cmds = a
             .handle(Event::UpstreamReply { status: 200, body: completion(m).as_bytes(), headers_sent: true }, START_MS);
+        let (learnt, cmds) = taught(cmds);
+        assert_eq!(learnt, None, "the known session is used: nothing new to keep");
         let [Command::Dispatch(call)] = cmds.as_slice() else { panic!("{cmds:?}") };
         let call = call.clone();
         (a, call)
@@ -382,33 +396,34 @@ mod shared_sessions {
 
     #[test]
     fn a_known_session_is_used_without_a_handshake() {
-        let (a, call) = agent(sessions(0, "shared"));
+        let (_agent, call) = agent(sessions(0, "shared"));
         let msg = rpc_of(&call);
         assert_eq!(msg["method"], "tools/call");
         assert_eq!(header(&call, "mcp-session-id"), Some("shared"));
         // Ids carry the request's id: requests that share a session never share an id.
         assert_eq!(msg["id"], format!("req7-{}", call.id.0));
-        assert_eq!(a.mcp_sessions().get(&0), Some(&Some("shared".to_string())));
     }
 
     #[test]
     fn a_gone_session_is_forgotten_and_the_new_one_kept() {
         let (mut a, call) = agent(sessions(0, "old"));
         let cmds = a.handle(Event::CallReply { id: call.id, status: 404, headers: &[], body: b"" }, START_MS + 5);
+        let (learnt, cmds) = taught(cmds);
         let [Command::Dispatch(init)] = cmds.as_slice() else { panic!("{cmds:?}") };
         assert_eq!(rpc_of(init)["method"], "initialize");
         assert_eq!(header(init, "mcp-session-id"), None);
-        assert!(a.mcp_sessions().is_empty());
+        assert_eq!(learnt, Some(McpSessions::new()), "the gone session is forgotten");
         let headers = [("mcp-session-id".to_string(), "new".to_string())];
         let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {}}).to_string();
         let cmds = a.handle(
             Event::CallReply { id: init.id, status: 200, headers: &headers, body: ok.as_bytes() },
             START_MS + 9,
         );
+        let (learnt, cmds) = taught(cmds);
         let [Command::Dispatch(note)] = cmds.as_slice() else { panic!("{cmds:?}") };
         assert_eq!(rpc_of(note)["method"], "notifications/initialized");
         assert_eq!(header(note, "mcp-session-id"), Some("new"));
-        assert_eq!(a.mcp_sessions().get(&0), Some(&Some("new".to_string())));
+        assert_eq!(learnt, Some(sessions(0, "new")), "the new session is kept");
     }
 }
 

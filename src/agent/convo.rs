@@ -108,6 +108,17 @@ impl Convo {
         }
     }
 
+    /// The model a callout turn asks for: `llm.model`, else the client's (never the one a reply
+    /// named).
+    pub fn requested_model<'a>(&'a self, cfg: &'a Config) -> &'a str {
+        cfg.llm.model.as_deref().unwrap_or_else(|| self.client_model())
+    }
+
+    /// The model the client asked for (the route forwards the first turn with it).
+    pub fn client_model(&self) -> &str {
+        self.base.get("model").and_then(Value::as_str).unwrap_or("")
+    }
+
     /// The context block (`context`), in the client's question.
     pub fn add_context(&mut self, cfg: &Config, meta: &RequestMeta) {
         if let Some(block) = context_block(cfg, meta) {

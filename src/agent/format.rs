@@ -66,15 +66,31 @@ pub struct Format {
     messages: Vec<OutMessage>,
     tries: u32,
     last_problem: String,
-    /// The conversation's fields every formatting call carries too (the client's reasoning
-    /// controls, `max_completion_tokens` where the server refused `max_tokens`).
+    /// The conversation's fields every formatting call carries too: all the client sent that the
+    /// filter does not own (`seed`, `user`, sampling, reasoning controls, a provider's own keys), and
+    /// `max_completion_tokens` where the server refused `max_tokens`.
     carried: Map<String, Value>,
 }
 
-/// The client's reasoning controls, and the token limit a reasoning model takes instead of
-/// `max_tokens`.
-const CARRIED: [&str; 6] =
-    ["reasoning_effort", "reasoning", "thinking", "enable_thinking", "chat_template_kwargs", "max_completion_tokens"];
+/// Fields the filter owns on a formatting call: it writes them itself (`model`, `messages`,
+/// `stream`, `max_tokens`, `response_format`), or they belong to the loop's turns (tools, ReAct's
+/// merged `stop`, streaming options) and would change or cut the JSON reply.
+const OWNED: [&str; 13] = [
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "functions",
+    "function_call",
+    "stop",
+    // One formatted answer is read.
+    "n",
+];
 
 /// A formatting request, its keys in this order.
 #[derive(Serialize)]
@@ -104,17 +120,15 @@ impl Format {
 
     /// Fields of the conversation's requests that the formatting calls carry as well.
     pub fn carry(&mut self, base: &Map<String, Value>) {
-        for key in CARRIED {
-            if let Some(v) = base.get(key) {
-                self.carried.insert(key.to_string(), v.clone());
-            }
+        for (key, v) in base.iter().filter(|(k, _)| !OWNED.contains(&k.as_str())) {
+            self.carried.insert(key.clone(), v.clone());
         }
     }
 
-    /// The next formatting request's body.
-    pub fn body(&self, cfg: &Config, client_model: &str) -> Vec<u8> {
+    /// The next formatting request's body, asking for `model`.
+    pub fn body(&self, cfg: &Config, model: &str) -> Vec<u8> {
         let request = Request {
-            model: cfg.llm.model.as_deref().unwrap_or(client_model),
+            model,
             messages: &self.messages,
             stream: false,
             max_tokens: (!self.carried.contains_key("max_completion_tokens")).then_some(cfg.llm.max_tokens),
@@ -149,7 +163,7 @@ impl Format {
     }
 
     /// Reads a reply: valid JSON text, the next request's body, or the final mismatch error.
-    pub fn on_reply(&mut self, cfg: &Config, client_model: &str, reply: LlmReply) -> Result<Outcome, AgentError> {
+    pub fn on_reply(&mut self, cfg: &Config, model: &str, reply: LlmReply) -> Result<Outcome, AgentError> {
         self.tries += 1;
         let problem = match extract(&reply.content) {
             Ok(v) => match self.target.schema.validate(&v) {
@@ -171,6 +185,6 @@ impl Format {
         }
         self.messages.push(AgentMessage::Assistant { content: reply.content }.into());
         self.messages.push(OutMessage::Kept(retry_message(&self.last_problem)));
-        Ok(Outcome::Retry(self.body(cfg, client_model)))
+        Ok(Outcome::Retry(self.body(cfg, model)))
     }
 }

@@ -4,7 +4,7 @@
 //! request (or not at all when the host seeded a token it kept). The tokens and the client's headers
 //! are credentials: never logged, never in the steps, never sent to the LLM.
 
-use super::protocol::{Call, CallId, ClientHeaders};
+use super::protocol::{Call, CallId, ClientHeaders, Exchanged};
 use super::work::ToolCall;
 use crate::config::{Api, TokenExchange};
 use crate::vec_map::VecMap;
@@ -15,23 +15,6 @@ const DEFAULT_EXPIRES_S: u64 = 300;
 const EXPIRY_MARGIN_S: u64 = 30;
 const GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
-
-/// A token this request exchanged, for the host to keep for later requests of the same subject.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Exchanged {
-    pub api: usize,
-    /// `TokenExchange::cache_key` of the subject token, audience and scope.
-    pub key: [u8; 32],
-    pub token: String,
-    /// How long it may be used from now (`expires_in` less a margin).
-    pub ttl_ms: u64,
-}
-
-impl std::fmt::Debug for Exchanged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Exchanged {{ api: {}, ttl_ms: {}, token: **** }}", self.api, self.ttl_ms)
-    }
-}
 
 /// One request's identity: the client's headers and, per API, the token it got (or was refused).
 #[derive(Default)]
@@ -71,12 +54,6 @@ impl Identity {
             refused_once: Vec::new(),
             seeded: Vec::new(),
         }
-    }
-
-    /// The cache keys of the APIs whose exchange this request would make (`apis[]` index, key).
-    pub fn keys(&self, apis: &[Api]) -> Vec<(usize, [u8; 32])> {
-        let exchanges = apis.iter().enumerate().filter_map(|(i, a)| Some((i, a.identity.token_exchange.as_ref()?)));
-        exchanges.filter_map(|(i, x)| Some((i, x.cache_key(x.subject(&self.client.0)?)))).collect()
     }
 
     /// A token the host kept for API `api` and this request's subject.

@@ -8,8 +8,9 @@ use super::calls::{self, Calls};
 use super::convo::{Convo, Next};
 use super::error::{AgentError, ErrorCode};
 use super::finish::{self, Response};
-use super::format::{self, Format, Target};
+use super::format::{Format, Target};
 use super::identity::Identity;
+use super::learn::Learning;
 use super::llm;
 use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
@@ -26,6 +27,9 @@ use crate::openai::answer::FinishReason;
 use crate::openai::{ChatRequest, Usage};
 use serde_json::Value;
 use std::rc::Rc;
+
+/// JSON mode's formatting call, as transitions of this machine.
+mod json_mode;
 
 /// What the agent waits for next.
 #[derive(Debug)]
@@ -63,15 +67,15 @@ pub struct Machine {
     now: u64,
     pub(super) report: Report,
     steps: Steps,
-    /// MCP sessions, seeded by the host and left for it.
-    pub(super) mcp_sessions: Sessions,
+    /// MCP sessions, from the instance's memory and told back (`learning`).
+    mcp_sessions: Sessions,
     /// The client's identity on its tools' calls, and the tokens exchanged for it.
     pub(super) identity: Identity,
-    /// Parameters the LLM server refused (`llm::STEP_DOWN`), seeded by the host and left for it.
-    pub(super) refused: Vec<&'static str>,
-    /// The server's chat template opens think blocks (`reasoning.templateOpens`, or learnt by the
-    /// host from an earlier request): live turns' text is thinking until `</think>`.
-    pub(super) template_opens: bool,
+    /// What earlier requests taught this one, and what it teaches later ones.
+    learning: Learning,
+    /// The server's chat template opens think blocks (`reasoning.templateOpens`, or learnt from an
+    /// earlier request to the model): live turns' text is thinking until `</think>`.
+    template_opens: bool,
     /// The token budget ended the loop.
     budget_spent: bool,
     /// A reply without readable usage was estimated, and the warning is logged (once a request).
@@ -89,8 +93,13 @@ impl Machine {
         let report = Report::new(cfg.mode, meta.now_ms);
         let want_steps = meta.steps || cfg.return_steps;
         let steps = Steps::new(want_steps, if want_steps { cfg.secrets().to_vec() } else { Vec::new() });
-        let identity = Identity::new(meta.client_headers.clone());
+        let mut identity = Identity::new(meta.client_headers.clone());
+        for (api, token) in &meta.memory.tokens {
+            identity.seed(*api, token.clone());
+        }
         let template_opens = cfg.template_opens;
+        let learning = Learning::new(&meta.memory);
+        let mcp_sessions = meta.memory.mcp.clone();
         Machine {
             response: Response::new(&cfg, &meta),
             now: meta.now_ms,
@@ -99,9 +108,9 @@ impl Machine {
             calls,
             report,
             steps,
-            mcp_sessions: Sessions::new(),
+            mcp_sessions,
             identity,
-            refused: Vec::new(),
+            learning,
             template_opens,
             budget_spent: false,
             usage_warned: false,
@@ -130,6 +139,8 @@ impl Machine {
         if let Some(at) = self.wake_at() {
             commands.push(Command::WakeAt(at));
         }
+        let lessons = self.learning.tell(&self.mcp_sessions, &mut self.identity);
+        commands.splice(0..0, lessons);
         commands
     }
 
@@ -197,6 +208,8 @@ impl Machine {
             Err(e) => return self.fail(e),
         };
         self.response.asked(&req, echo.as_ref());
+        let model = self.cfg.llm.model.as_deref().or(req.model.as_deref()).unwrap_or_default();
+        self.template_opens |= self.learning.asks(model, &self.meta.memory).template_opens;
         let json = match Target::for_request(&self.cfg, &req) {
             Ok(t) => t,
             Err(e) => return self.fail(e),
@@ -239,7 +252,7 @@ impl Machine {
         };
         // What the server refused before is not sent again.
         let mut stepped = false;
-        for p in &self.refused {
+        for p in self.learning.refused() {
             stepped |= c.step_down(p);
         }
         if stepped {
@@ -264,7 +277,7 @@ impl Machine {
             return self.ask(c, body, now_ms);
         }
         c.sent = body.len();
-        self.spans.chat(&c.model);
+        self.spans.chat(c.client_model());
         (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
     }
 
@@ -273,7 +286,7 @@ impl Machine {
         c.sent = body.len();
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         r.call.headers.extend_from_slice(&self.meta.trace);
-        self.spans.chat(self.cfg.llm.model.as_deref().unwrap_or(&c.model));
+        self.spans.chat(c.requested_model(&self.cfg));
         self.spans.chat_call(r.call.id);
         if self.response.is_live() {
             r.call.stream = true;
@@ -288,6 +301,9 @@ impl Machine {
         let ((status, headers, body), id) = (reply, r.call.id);
         let ms = self.llm_answered(id, status, body, now_ms);
         let (relayed, streamed) = self.response.end_turn(id);
+        if self.response.template_opens() && !self.cfg.template_opens {
+            self.learning.template_opens(c.requested_model(&self.cfg));
+        }
         let mut c = c;
         if self.stepped_down(&mut c, status, body, relayed) {
             return self.ask_again(c, now_ms);
@@ -316,9 +332,7 @@ impl Machine {
         }
         log::info!("#{} the LLM refused '{param}': the turn goes again without it", self.meta.id);
         self.spans.chat_tag("api_agent.stepped_down", param);
-        if !self.refused.contains(&param) {
-            self.refused.push(param);
-        }
+        self.learning.refusal(c.requested_model(&self.cfg), param);
         true
     }
 
@@ -365,7 +379,7 @@ impl Machine {
                 Some(target) => {
                     let mut f = Box::new(Format::start(target, &c.question, &content));
                     f.carry(&c.base);
-                    let body = f.body(&self.cfg, &c.model);
+                    let body = f.body(&self.cfg, c.requested_model(&self.cfg));
                     self.format_call(c, f, finish_reason, body, now_ms)
                 }
                 None => self.finish(&c, &content, finish_reason, None),
@@ -505,63 +519,6 @@ impl Machine {
             steps: &mut self.steps,
             spans: &mut self.spans,
         }
-    }
-
-    /// The formatting call's reply: a retry, a weaker response_format, another try, or the answer.
-    fn on_format(
-        &mut self,
-        mut r: Retry,
-        (mut c, mut f, reason): (Convo, Box<Format>, FinishReason),
-        (status, headers, body): (u16, &[(String, String)], &[u8]),
-        now_ms: u64,
-    ) -> Step {
-        let ms = self.llm_answered(r.call.id, status, body, now_ms);
-        // A refused response_format is stepped down at once, not sent again as it was.
-        let wait = retry::status_wait(status, headers).filter(|_| !f.has_response_format() || status == 429);
-        if self.retry_llm(&mut r, wait, now_ms) {
-            return (State::AwaitFormat(r, c, f, reason), Vec::new());
-        }
-        self.report.llm_turns += 1;
-        self.spans.chat_tag("http.response.status_code", status);
-        if let Some(weaker) = f.refused(status) {
-            self.spans.chat_end();
-            log::info!(
-                "#{} the formatting call was refused (HTTP {status}); trying response_format {weaker}",
-                self.meta.id
-            );
-            let body = f.body(&self.cfg, &c.model);
-            return self.format_call(c, f, reason, body, now_ms);
-        }
-        if let Some(e) = llm::status_error(status, body) {
-            return self.fail(e);
-        }
-        let before = c.usage;
-        let budget = self.cfg.llm.max_total_tokens.is_some();
-        let outcome = c.counted(body, budget).and_then(|reply| f.on_reply(&self.cfg, &c.model, reply));
-        self.llm_read(&c, before, ms);
-        self.spans.chat_end();
-        match outcome {
-            Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
-            Ok(format::Outcome::Retry(body)) => {
-                self.report.json_retries += 1;
-                if let Some(e) = self.calls.deadline_error(now_ms) {
-                    return self.fail(e);
-                }
-                self.format_call(c, f, reason, body, now_ms)
-            }
-            Err(e) => self.fail(e),
-        }
-    }
-
-    /// A formatting request of JSON mode.
-    fn format_call(&mut self, mut c: Convo, f: Box<Format>, reason: FinishReason, body: Vec<u8>, now_ms: u64) -> Step {
-        c.sent = body.len();
-        let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
-        r.call.headers.extend_from_slice(&self.meta.trace);
-        self.spans.chat(self.cfg.llm.model.as_deref().unwrap_or(&c.model));
-        self.spans.chat_call(r.call.id);
-        let call = r.call.clone();
-        (State::AwaitFormat(r, c, f, reason), vec![Command::Dispatch(call)])
     }
 
     fn finish(&mut self, c: &Convo, content: &str, reason: FinishReason, tool_calls: Option<&Value>) -> Step {

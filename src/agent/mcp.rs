@@ -1,9 +1,9 @@
 //! MCP sessions: a call to a server the agent knows no session of runs the handshake first
 //! (`initialize`, then `notifications/initialized`) as callouts of its own, and the session id the
 //! server gives is kept for later calls. A 404 to a call sent in a session (or a 400 that says so)
-//! means the session is gone: the call opens a new one, once. The host seeds the known sessions (`Agent::set_mcp_sessions`) and
-//! keeps what the request leaves (`Agent::mcp_sessions`), one map per VM and configuration, so that
-//! requests share a session; the agent itself reads no shared state. JSON-RPC ids are
+//! means the session is gone: the call opens a new one, once. The known sessions come with the
+//! request (`RequestMeta::memory`) and what changes goes back to the host (`learn.rs`), one map per VM
+//! and configuration, so that requests share a session; the agent itself reads no shared state. JSON-RPC ids are
 //! `<request id>-<call id>`: unique within the VM, so within any session requests share.
 
 use crate::config::Api;

@@ -17,6 +17,7 @@ mod error;
 mod finish;
 mod format;
 mod identity;
+mod learn;
 mod live;
 mod llm;
 mod machine;
@@ -36,8 +37,10 @@ mod wire;
 mod work;
 
 pub use error::{AgentError, ErrorCode};
-pub use identity::Exchanged;
-pub use protocol::{Api, Call, CallId, ClientHeaders, Command, Event, Failure, Reply, RequestMeta};
+pub use protocol::{
+    Api, Call, CallId, ClientHeaders, Command, Event, Exchanged, Failure, Lesson, Memory, ModelFacts, Reply,
+    RequestMeta,
+};
 pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 
 use crate::config::Config;
@@ -55,61 +58,8 @@ impl Agent {
         Agent { machine: Machine::new(cfg, meta) }
     }
 
-    /// MCP sessions known before the request (the host keeps them per VM), so that requests share one
-    /// session per server instead of opening one each.
-    pub fn set_mcp_sessions(&mut self, sessions: McpSessions) {
-        self.machine.mcp_sessions = sessions;
-    }
-
-    /// The MCP sessions as the request left them (opened, reopened, or forgotten after a 404).
-    pub fn mcp_sessions(&self) -> &McpSessions {
-        &self.machine.mcp_sessions
-    }
-
-    /// Parameters the LLM server refused before (the host keeps them per configuration): not sent.
-    pub fn set_refused_params(&mut self, params: Vec<&'static str>) {
-        self.machine.refused = params;
-    }
-
-    /// The parameters the server has refused, as this request left them.
-    pub fn refused_params(&self) -> &[&'static str] {
-        &self.machine.refused
-    }
-
-    /// The host learnt from an earlier request that the server's chat template opens think blocks.
-    pub fn set_template_opens(&mut self) {
-        self.machine.template_opens = true;
-    }
-
-    /// The server's chat template opens think blocks, as far as this request knows.
-    pub fn template_opens(&self) -> bool {
-        self.machine.template_opens || self.machine.response.template_opens()
-    }
-
-    /// The keys under which the host may hold tokens for this request's exchanges: (`apis[]` index,
-    /// `TokenExchange::cache_key` of the client's subject token).
-    pub fn token_keys(&self) -> Vec<(usize, [u8; 32])> {
-        self.machine.identity.keys(&self.machine.cfg().apis)
-    }
-
-    /// A token the host kept for API `api` and this request's subject token: no exchange is made.
-    pub fn seed_token(&mut self, api: usize, token: String) {
-        self.machine.spans.mask(&token);
-        self.machine.identity.seed(api, token);
-    }
-
-    /// The cache keys of tokens an API refused since the last call, for the host to drop.
-    pub fn take_dropped_tokens(&mut self) -> Vec<[u8; 32]> {
-        self.machine.identity.take_dropped()
-    }
-
-    /// The tokens this request exchanged since the last call, for the host to keep.
-    pub fn take_exchanged(&mut self) -> Vec<Exchanged> {
-        self.machine.identity.take_fresh()
-    }
-
     /// The host makes real spans for this request (its stream is traced): the agent notes them
-    /// (`take_spans`). Before the request's body is read, and before tokens are seeded.
+    /// (`take_spans`). Before the request's body is read.
     pub fn trace(&mut self) {
         let cfg = self.machine.cfg();
         let content = cfg.tracing.content.then(|| {
@@ -120,6 +70,10 @@ impl Agent {
             (cfg.llm.max_observation_bytes, secrets)
         });
         self.machine.spans = spans::Spans::new(true, content);
+        for (_, token) in &self.machine.meta.memory.tokens {
+            // Tokens kept for the client: masked in content as those it exchanges are.
+            self.machine.spans.mask(token);
+        }
     }
 
     /// What the host should do with its spans since the last call, in order; before it runs the

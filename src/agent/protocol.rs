@@ -1,6 +1,9 @@
-//! The only types the host exchanges with the agent: what it knows of a request, events in, commands out.
+//! The only types the host exchanges with the agent: what it knows of a request (what the instance
+//! learnt from earlier requests included: `Memory`), events in, commands out (what this request
+//! learns included: `Command::Learn`). The agent has no other way in or out but `take_spans`.
 
 pub use super::body::Body;
+use super::mcp::Sessions as McpSessions;
 
 /// Per-request inputs that would otherwise come from a clock or a random source.
 #[derive(Debug, Clone)]
@@ -27,6 +30,69 @@ pub struct RequestMeta {
     pub trace: Vec<(String, String)>,
     /// The API the client spoke, which the answer's format follows.
     pub api: Api,
+    /// What the plugin instance learnt from earlier requests of this configuration.
+    pub memory: Memory,
+}
+
+/// What the plugin instance learnt from earlier requests of the request's configuration and hands to
+/// it (`host::memory`); what the request learns goes back as `Command::Learn`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// MCP sessions any request may share (`apis[]` index → session id).
+    pub mcp: McpSessions,
+    /// What each model's server taught, per model asked for (unexpired, a bounded few).
+    pub models: Vec<(String, ModelFacts)>,
+    /// Tokens kept for this client's subject tokens: (`apis[]` index, token).
+    pub tokens: Vec<(usize, String)>,
+}
+
+impl std::fmt::Debug for Memory {
+    /// Never a token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tokens = self.tokens.len();
+        f.debug_struct("Memory").field("mcp", &self.mcp).field("models", &self.models).field("tokens", &tokens).finish()
+    }
+}
+
+/// What one model's server taught.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelFacts {
+    /// Parameters it refused (`llm::STEP_DOWN`): not sent.
+    pub refused: Vec<&'static str>,
+    /// Its chat template opens think blocks (a lone `</think>` was seen).
+    pub template_opens: bool,
+}
+
+/// A token this request exchanged, for the host to keep for later requests of the same subject.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Exchanged {
+    pub api: usize,
+    /// `TokenExchange::cache_key` of the subject token, audience and scope.
+    pub key: [u8; 32],
+    pub token: String,
+    /// How long it may be used from now (`expires_in` less a margin).
+    pub ttl_ms: u64,
+}
+
+impl std::fmt::Debug for Exchanged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Exchanged {{ api: {}, ttl_ms: {}, token: **** }}", self.api, self.ttl_ms)
+    }
+}
+
+/// One thing a request learnt, for the plugin instance to keep for later requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lesson {
+    /// The MCP sessions as the request leaves them (opened, reopened, or forgotten after a 404).
+    McpSessions(McpSessions),
+    /// The server of `model` (the model the turn asked for) refused `param`.
+    Refused { model: String, param: &'static str },
+    /// The chat template of `model` opens think blocks.
+    TemplateOpens { model: String },
+    /// A token exchanged for the client.
+    Token(Exchanged),
+    /// An API refused a kept token (by its cache key): no later request gets it.
+    TokenRefused([u8; 32]),
 }
 
 /// Headers of the client's request (lower-case names) that the configuration copies onto APIs' calls
@@ -172,4 +238,6 @@ pub enum Command {
     Reply(Reply),
     /// Send `Event::Wake` once the host's clock reaches this many milliseconds.
     WakeAt(u64),
+    /// Keep this for later requests (`Memory`); comes before the event's other commands.
+    Learn(Lesson),
 }

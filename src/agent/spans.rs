@@ -16,6 +16,24 @@ use crate::openai::Usage;
 use crate::redact::redact;
 use crate::vec_map::VecMap;
 
+/// The most of a model name a span carries, in bytes.
+pub const MODEL_NAME_BYTES: usize = 128;
+
+/// A model name as spans carry it: the client and the LLM choose it, so it is cut to
+/// `MODEL_NAME_BYTES` (on a character boundary) and each control character is read as `?`.
+/// Allocates only for a name it changes.
+pub fn model_name(model: &str) -> std::borrow::Cow<'_, str> {
+    let mut end = model.len().min(MODEL_NAME_BYTES);
+    while !model.is_char_boundary(end) {
+        end -= 1;
+    }
+    let kept = &model[..end];
+    if !kept.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(kept);
+    }
+    std::borrow::Cow::Owned(kept.chars().map(|c| if c.is_control() { '?' } else { c }).collect())
+}
+
 /// A span of this run, as the agent names it; the host maps it to its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SpanKey(pub u32);
@@ -124,6 +142,7 @@ impl Spans {
             return;
         }
         self.turns += 1;
+        let model = model_name(model);
         let span = self.open(self.agent, format!("chat {model}"), "chat");
         self.tag(span, "gen_ai.request.model", model);
         self.tag(span, "api_agent.turn", self.turns);
@@ -139,7 +158,10 @@ impl Spans {
 
     /// The turn in flight was read: the model that answered, and the turn's own tokens.
     pub fn chat_read(&mut self, model: &str, turn: Usage) {
-        self.chat_tag("gen_ai.response.model", model);
+        if self.chat.is_none() {
+            return;
+        }
+        self.chat_tag("gen_ai.response.model", model_name(model));
         self.chat_tag("gen_ai.usage.input_tokens", turn.prompt_tokens);
         self.chat_tag("gen_ai.usage.output_tokens", turn.completion_tokens);
     }
@@ -288,7 +310,7 @@ impl Spans {
         };
         let tags = vec![
             ("api_agent.outcome", r.summary_outcome()),
-            ("gen_ai.response.model", r.model.clone()),
+            ("gen_ai.response.model", model_name(&r.model).into_owned()),
             ("gen_ai.usage.input_tokens", r.tokens.prompt_tokens.to_string()),
             ("gen_ai.usage.output_tokens", r.tokens.completion_tokens.to_string()),
             ("api_agent.turns", r.llm_turns.to_string()),
@@ -309,6 +331,14 @@ pub fn finish_reason(next: &Next) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_name_is_cut_on_a_character_and_its_control_characters_read_as_question_marks() {
+        let long = format!("m\u{1}\u{7f}x\n{}", "é".repeat(30_000));
+        let name = model_name(&long);
+        assert!(name.len() <= MODEL_NAME_BYTES && name.starts_with("m??x?éé"), "{name}");
+        assert!(matches!(model_name("gpt-4o"), std::borrow::Cow::Borrowed("gpt-4o")));
+    }
 
     fn keys(notes: &[SpanNote]) -> Vec<String> {
         notes

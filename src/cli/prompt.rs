@@ -26,7 +26,8 @@ pub fn run(req: &Request) -> Result<u8, CliError> {
                 )));
             }
             // Open and Send come only to live hosts (select::meta is not one).
-            Command::Dispatch(_) | Command::WakeAt(_) | Command::Open(_) | Command::Send(_) => {}
+            // What the request learns is for later requests; the CLI runs one.
+            Command::Dispatch(_) | Command::WakeAt(_) | Command::Open(_) | Command::Send(_) | Command::Learn(_) => {}
         }
     }
     Err(CliError::failed("the agent sent no LLM request"))

@@ -233,6 +233,8 @@ impl Driver {
                     Command::Dispatch(call) => self.dispatch(call),
                     // Come only to live hosts (select::meta is not one).
                     Command::Open(_) | Command::Send(_) => {}
+                    // What the request learns is for later requests; the CLI runs one.
+                    Command::Learn(_) => {}
                 }
             }
             commands = self.next(&mut agent, wake)?;

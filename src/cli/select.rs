@@ -127,5 +127,7 @@ pub fn meta(now_ms: u64) -> RequestMeta {
         live: false,
         trace: Vec::new(),
         api: Default::default(),
+        // One request: nothing learnt before it.
+        memory: Default::default(),
     }
 }

@@ -165,6 +165,8 @@ pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival, api: Api) -> Reque
         live: arrival.live,
         trace: trace_context(port),
         api,
+        // The instance's memory is recalled by the caller (`Exchange::start`).
+        memory: Default::default(),
     }
 }
 

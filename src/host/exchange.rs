@@ -8,7 +8,7 @@ use super::instance::Instance;
 use super::metrics::{MetricSink, Metrics};
 use super::port::{set_header, Attr, Headers, Port};
 use crate::agent::spans::SpanNote;
-use crate::agent::{Agent, Api, Command, Event};
+use crate::agent::{Agent, Api, Command, Event, Lesson};
 use crate::config::{Config, LoopPhase};
 use std::rc::Rc;
 
@@ -36,8 +36,10 @@ pub enum Head {
 
 pub struct Exchange {
     instance: Option<Rc<Instance>>,
-    /// The configuration that applies to this request (the global one, or a rule's).
+    /// The configuration that applies to this request (the global one, or a rule's), and its place
+    /// in the plugin (what the instance learns is kept by it).
     config: Option<Rc<Config>>,
+    config_index: usize,
     agent: Option<Agent>,
     /// The request's id, as the agent and its logs know it.
     rid: String,
@@ -55,6 +57,7 @@ impl Exchange {
         Exchange {
             instance,
             config: None,
+            config_index: 0,
             agent: None,
             rid: String::new(),
             calls: CallTable::default(),
@@ -93,7 +96,8 @@ impl Exchange {
         let Some(instance) = self.instance.clone() else {
             return Start::Pass;
         };
-        self.config = admit::select(port, &instance.plugin()).cloned();
+        let plugin = instance.plugin();
+        self.config = admit::select(port, &plugin).cloned();
         let Some(cfg) = self.config.clone() else {
             // No rule for this route and no global configuration: not the filter's request.
             return Start::Pass;
@@ -109,9 +113,10 @@ impl Exchange {
             admit::not_ready(port);
             return Start::Answered;
         }
-        let meta = admit::meta(port, &cfg, arrival(), api);
+        self.config_index = plugin.configs().position(|c| Rc::ptr_eq(c, &cfg)).unwrap_or_default();
+        let mut meta = admit::meta(port, &cfg, arrival(), api);
+        meta.memory = instance.memory().borrow_mut().recall(self.config_index, &cfg, &meta.client_headers, meta.now_ms);
         self.rid = meta.id.clone();
-        let now_ms = meta.now_ms;
         admit::for_the_llm(port, &self.rid, &cfg);
         if api == Api::Responses {
             // The model speaks chat completions: a first turn forwarded through the route goes to
@@ -122,8 +127,6 @@ impl Exchange {
         if port.traced() {
             agent.trace();
         }
-        instance.sessions().borrow().seed(&cfg, &mut agent);
-        instance.tokens().borrow_mut().seed(&mut agent, now_ms);
         self.agent = Some(agent);
         set_header(port, &self.rid, Headers::Request, "content-length", None);
         set_header(port, &self.rid, Headers::Request, "accept-encoding", None);
@@ -164,16 +167,17 @@ impl Exchange {
         Head::Hold { status: code, ok, stream: ok && self.agent.as_ref().is_some_and(Agent::wants_stream) }
     }
 
-    /// One event for the agent; `None` when no agent runs. The MCP sessions it leaves are kept at once,
-    /// so that concurrent requests share them.
+    /// One event for the agent; `None` when no agent runs.
     pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Option<Vec<Command>> {
-        let agent = self.agent.as_mut()?;
-        let commands = agent.handle(event, now_ms);
+        Some(self.agent.as_mut()?.handle(event, now_ms))
+    }
+
+    /// What the agent learnt (`Command::Learn`), kept by the instance at once, so that concurrent
+    /// requests share it.
+    pub fn learn(&mut self, lesson: Lesson, now_ms: u64) {
         if let (Some(cfg), Some(instance)) = (&self.config, &self.instance) {
-            instance.sessions().borrow_mut().keep(cfg, agent);
-            instance.tokens().borrow_mut().keep(agent, now_ms);
+            instance.memory().borrow_mut().learn(self.config_index, cfg, lesson, now_ms);
         }
-        Some(commands)
     }
 
     /// What the host should do with its spans since the last event (`agent::spans`).

@@ -8,10 +8,10 @@ pub mod calls;
 pub mod discovery;
 pub mod exchange;
 pub mod instance;
+pub mod memory;
 pub mod metrics;
 pub mod port;
 pub mod run;
-pub mod sessions;
 pub mod spans;
 pub mod tokens;
 

@@ -77,6 +77,10 @@ fn run<H: Host>(host: &mut H, mut commands: Vec<Command>) -> (H::Action, Option<
                 Command::Open(reply) => action = host.open(reply),
                 Command::Send(data) => host.send(&data),
                 Command::WakeAt(at) => wake = Some(at),
+                Command::Learn(lesson) => {
+                    let now = host.now_ms();
+                    host.exchange().learn(lesson, now);
+                }
             }
         }
         commands = next;

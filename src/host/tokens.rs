@@ -2,10 +2,8 @@
 //! client's requests do not each call the token service. Keyed by a SHA-256 of (token service,
 //! subject token, audience, scope): a token is only ever found with the same subject token at the same
 //! service, and no raw token is a key. Each is kept until its `expires_in` less 30 s; at most `capacity` are kept, the least recently
-//! used going first. Seeded into each request's agent and filled from what it exchanged, like MCP
-//! sessions (`sessions.rs`).
+//! used going first. Part of the instance's memory (`memory.rs`).
 
-use crate::agent::Agent;
 use crate::vec_map::VecMap;
 
 /// How many tokens an instance keeps.
@@ -85,28 +83,9 @@ impl TokenCache {
         self.entries.insert(key, Entry { token, expires_ms, used: self.tick });
     }
 
-    fn remove(&mut self, key: &Key) {
+    pub fn remove(&mut self, key: &Key) {
         if let Some(old) = self.entries.remove(key) {
             self.order.remove(&old.used);
-        }
-    }
-
-    /// Gives a new request's agent the tokens kept for its client's subject tokens.
-    pub fn seed(&mut self, agent: &mut Agent, now_ms: u64) {
-        for (api, key) in agent.token_keys() {
-            if let Some(token) = self.get(&key, now_ms) {
-                agent.seed_token(api, token);
-            }
-        }
-    }
-
-    /// Keeps the tokens the agent exchanged since the last call, and drops those an API refused.
-    pub fn keep(&mut self, agent: &mut Agent, now_ms: u64) {
-        for key in agent.take_dropped_tokens() {
-            self.remove(&key);
-        }
-        for x in agent.take_exchanged() {
-            self.put(x.key, x.token, now_ms.saturating_add(x.ttl_ms));
         }
     }
 }

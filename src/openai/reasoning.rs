@@ -2,8 +2,9 @@
 //! a field of the message (`reasoning_content`: DeepSeek, Qwen3 on vLLM/SGLang, Kimi; `reasoning`:
 //! gpt-oss, OpenRouter, Ollama, as text or `{content|text}`), or inside `content` as a leading
 //! `<think>…</think>` block (servers without a reasoning parser). A template that opens the block
-//! itself sends only the closing `</think>` (DeepSeek-R1, QwQ): everything before it is thinking; a
-//! turn cut by the token limit may end inside an unterminated `<think>`.
+//! itself sends only the closing `</think>` (DeepSeek-R1, QwQ), on a line of its own: everything before
+//! it is thinking; a `</think>` inside a line is the reply's own text (an answer that mentions the
+//! tag). A turn cut by the token limit may end inside an unterminated `<think>`.
 
 use serde_json::Value;
 
@@ -53,8 +54,8 @@ pub fn of_fields(reasoning_content: Option<&Value>, reasoning: Option<&Value>) -
 }
 
 /// Content with a leading think block taken out: (the thinking, the reply). A block that is closed
-/// nowhere is all thinking (the turn was cut while thinking); a lone `</think>` closes a block the
-/// chat template opened. Text with no think block is returned as it is.
+/// nowhere is all thinking (the turn was cut while thinking); a lone `</think>` (`template_close`)
+/// closes a block the chat template opened. Text with no think block is returned as it is.
 pub fn split_think(content: &str) -> (Option<String>, &str) {
     let start = content.trim_start();
     if let Some(inner) = start.strip_prefix(OPEN) {
@@ -63,13 +64,29 @@ pub fn split_think(content: &str) -> (Option<String>, &str) {
             None => (Some(inner.trim().to_string()), ""),
         };
     }
-    match content.find(CLOSE) {
-        // A `</think>` the template's opening block closes: only when no `<think>` comes before it.
-        Some(end) if !content[..end].contains(OPEN) => {
-            (Some(content[..end].trim().to_string()), content[end + CLOSE.len()..].trim_start())
-        }
-        _ => (None, content),
+    match template_close(content) {
+        Some(end) => (Some(content[..end].trim().to_string()), content[end + CLOSE.len()..].trim_start()),
+        None => (None, content),
     }
+}
+
+/// Where a block the chat template opened closes: the first `</think>` that starts a line (only
+/// spaces or tabs before it on its line), with no `<think>` before it. A `</think>` inside a line
+/// is text that mentions the tag, not the end of a block.
+pub fn template_close(content: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = content[from..].find(CLOSE) {
+        let at = from + i;
+        let line = content[..at].rsplit('\n').next().unwrap_or("");
+        if content[..at].contains(OPEN) {
+            return None;
+        }
+        if line.chars().all(|c| c == ' ' || c == '\t') {
+            return Some(at);
+        }
+        from = at + CLOSE.len();
+    }
+    None
 }
 
 /// What is left of streamed content that may still be inside a think block: how many leading bytes
@@ -93,7 +110,7 @@ pub fn stream_state(content: &str, template_opens: bool) -> Stream {
         return Stream::Undecided;
     }
     if template_opens && !start.starts_with(OPEN) {
-        return match content.find(CLOSE) {
+        return match template_close(content) {
             Some(end) => Stream::Reply(end + CLOSE.len()),
             None => Stream::Thinking,
         };
@@ -107,9 +124,9 @@ pub fn stream_state(content: &str, template_opens: bool) -> Stream {
     Stream::Reply(0)
 }
 
-/// The content shows a block the chat template opened: a `</think>` with no `<think>` before it.
+/// The content shows a block the chat template opened: a lone `</think>` (`template_close`).
 pub fn opened_by_template(content: &str) -> bool {
-    content.find(CLOSE).is_some_and(|end| !content[..end].contains(OPEN))
+    template_close(content).is_some()
 }
 
 #[cfg(test)]
@@ -131,6 +148,20 @@ mod tests {
         assert!(opened_by_template("I think so.\n</think>\nYes."));
         assert!(!opened_by_template("<think>a</think>b"));
         assert!(!opened_by_template("plain text"));
+    }
+
+    #[test]
+    fn a_close_inside_a_line_is_text_that_mentions_the_tag() {
+        let answer = "Close the block with </think> and then write the reply.";
+        assert_eq!(split_think(answer), (None, answer));
+        assert!(!opened_by_template(answer));
+        let two_lines = "To end thinking, models write `</think>`.\nThen the reply follows.";
+        assert_eq!(split_think(two_lines), (None, two_lines));
+        // A lone one after a mention inside the thinking still closes it.
+        let (r, c) = split_think("I recall the tag </think> here.\n  </think>\nYes.");
+        assert_eq!((r.as_deref(), c), (Some("I recall the tag </think> here."), "Yes."));
+        assert_eq!(split_think("</think>\n\nHi"), (Some(String::new()), "Hi"));
+        assert_eq!(stream_state("Hmm, the tag </think> is", true), Stream::Thinking);
     }
 
     #[test]
@@ -179,7 +210,7 @@ mod tests {
         assert_eq!(stream_state("<think>hmm</think>Hi", false), Stream::Reply(18));
         assert_eq!(stream_state("Hello", false), Stream::Reply(0));
         assert_eq!(stream_state("Hmm, so", true), Stream::Thinking);
-        assert_eq!(stream_state("Hmm</think>Hi", true), Stream::Reply(11));
+        assert_eq!(stream_state("Hmm\n</think>Hi", true), Stream::Reply(12));
         assert_eq!(stream_state("<think>a</think>Hi", true), Stream::Reply(16));
     }
 }

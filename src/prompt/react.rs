@@ -345,7 +345,7 @@ const MAX_BLOB_TRIES: usize = 256;
 pub fn parse(text: &str) -> Step {
     // A model that runs on past its answer invents the next turn: everything from a new `Question:`
     // line on is not its reply (the stop sequences ask the server to cut there too).
-    let text = cut_invented_question(text.trim());
+    let text = cut_invented_observation(cut_invented_question(text.trim()));
     if text.is_empty() {
         return Step::Malformed { why: "the reply is empty".into() };
     }
@@ -522,6 +522,19 @@ fn find_marker(text: &str, marker: &str, from: usize) -> Option<usize> {
 /// `text` up to a line that starts with `Question:` (the first line itself is kept: it may quote one).
 fn cut_invented_question(text: &str) -> &str {
     match text.find("\nQuestion:") {
+        Some(i) => text[..i].trim_end(),
+        None => text,
+    }
+}
+
+/// `text` up to its first line that starts with `Observation:`: the tool's answer is the filter's to
+/// give; a model that writes one invents it. The `stop` sequence asks the server to cut there, but a
+/// server that refuses `stop` does not.
+fn cut_invented_observation(text: &str) -> &str {
+    if text.starts_with("Observation:") {
+        return "";
+    }
+    match text.find("\nObservation:") {
         Some(i) => text[..i].trim_end(),
         None => text,
     }

@@ -6,7 +6,7 @@
 use api_agent::agent::spans::SpanNote;
 use api_agent::agent::{Agent, Call, ClientHeaders, Command, Event, Failure, Reply, RequestMeta};
 use api_agent::config::Config;
-use api_agent::host::tokens::TokenCache;
+use api_agent::host::memory::Memory;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -61,8 +61,9 @@ pub struct Harness {
     pub context_headers: Vec<(String, String)>,
     /// The client's headers that APIs forward or exchange, as admission reads them.
     pub client_headers: Vec<(String, String)>,
-    /// The plugin instance's exchanged tokens: seeded into the agent and kept from it, as the host does.
-    pub token_cache: Rc<RefCell<TokenCache>>,
+    /// The plugin instance's memory (exchanged tokens, MCP sessions, what the LLM server taught):
+    /// recalled into the request's inputs and taught by its `Command::Learn`s, as the host does.
+    pub memory: Rc<RefCell<Memory>>,
     /// The host streams (the dynamic module): streamed LLM calls get their turn as SSE, in pieces of
     /// `sse_piece` bytes.
     pub live: bool,
@@ -155,7 +156,7 @@ impl Harness {
             steps: false,
             context_headers: Vec::new(),
             client_headers: Vec::new(),
-            token_cache: Rc::new(RefCell::new(TokenCache::default())),
+            memory: Rc::new(RefCell::new(Memory::default())),
             live: false,
             api: Default::default(),
             sse_piece: 16,
@@ -188,6 +189,8 @@ impl Harness {
     /// Runs one request to its reply. Each round answers everything the agent asked for in the
     /// previous one, so the tool calls of a turn are all in flight together.
     pub fn run_body(&mut self, body: &[u8]) -> Outcome {
+        let client_headers = ClientHeaders(self.client_headers.clone());
+        let memory = self.memory.borrow_mut().recall(0, &self.cfg, &client_headers, START_MS);
         let meta = RequestMeta {
             id: "test1".into(),
             now_ms: START_MS,
@@ -195,16 +198,16 @@ impl Harness {
             seed: self.seed,
             steps: self.steps,
             context_headers: self.context_headers.clone(),
-            client_headers: ClientHeaders(self.client_headers.clone()),
+            client_headers,
             live: self.live,
             trace: Vec::new(),
             api: self.api,
+            memory,
         };
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         if self.spans {
             agent.trace();
         }
-        self.token_cache.borrow_mut().seed(&mut agent, START_MS);
         let mut now = START_MS;
         let mut out = Outcome {
             reply: Reply { status: 0, content_type: "", body: Vec::new() },
@@ -238,7 +241,10 @@ impl Harness {
             let mut next = Vec::new();
             let mut live_wake = None;
             for cmd in round {
-                self.token_cache.borrow_mut().keep(&mut agent, now);
+                if let Command::Learn(lesson) = cmd {
+                    self.memory.borrow_mut().learn(0, &self.cfg, lesson, now);
+                    continue;
+                }
                 if let Command::Reply(r) = cmd {
                     assert!(agent.is_done(), "a reply must end the request");
                     assert!(next.is_empty(), "commands beside the reply: {next:?}");
@@ -291,7 +297,7 @@ impl Harness {
 
     fn answer(&mut self, agent: &mut Agent, cmd: Command, now: u64, out: &mut Outcome) -> Vec<Command> {
         match cmd {
-            Command::Reply(_) | Command::WakeAt(_) | Command::Open(_) | Command::Send(_) => {
+            Command::Reply(_) | Command::WakeAt(_) | Command::Open(_) | Command::Send(_) | Command::Learn(_) => {
                 unreachable!("handled by run_body")
             }
             Command::Forward { body } => {
@@ -383,6 +389,7 @@ pub fn request_meta(id: &str, now_ms: u64, seed: u64) -> RequestMeta {
         live: false,
         trace: Vec::new(),
         api: Default::default(),
+        memory: Default::default(),
     }
 }
 

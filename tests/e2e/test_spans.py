@@ -147,3 +147,45 @@ def test_a_request_without_trace_context_joins_envoys_trace(traced, receiver, mo
     chat = [s for s in spans if s["span_id"] == span_id]
     assert chat and chat[0]["attributes"]["gen_ai.operation.name"] == "chat", spans
     assert [s for s in spans if s["parent"] == ""], "Envoy's request span is the trace's root"
+
+
+@pytest.fixture(scope="module")
+def routed(receiver, mocks, wasm, envoy_binary, tmp_path_factory):
+    """`loop: response`: the first turn is forwarded with the client's model, its span named after it."""
+    plugin = plugin_config(mocks, mode="native", tracing={"agentName": "weather-agent"})
+    config = with_tracing(envoy_config(wasm, mocks, plugin), receiver.port)
+    envoy = Envoy(envoy_binary, config, str(tmp_path_factory.mktemp("spans-routed"))).start()
+    yield Gateway(envoy), wasm.endswith(".so")
+    envoy.stop()
+
+
+def test_a_clients_model_name_reaches_spans_bounded_and_printable(routed, receiver, mocks):
+    """The client chooses `model`: one with control characters, or over 256 bytes, is a 400 naming it
+    before anything runs; one within that is cut to 128 bytes in every span name and attribute; later
+    turns name the model they asked for."""
+    gw, dm = routed
+    hostile = {"model": "evil\u0001\n\u001b[31m" + "é" * 25_000, "messages": [{"role": "user", "content": "hi"}]}
+    refused = client.request(gw.port, "POST", CHAT_PATH, hostile, CLIENT_HEADERS)
+    assert refused.status == 400 and refused.json()["error"]["param"] == "model", refused.text[:300]
+    trace_id = fresh_trace_id()
+    q = f"spans-model-{time.monotonic_ns()}"
+    mocks.llm.script(q, tool_calls(("c1", "get_weather_now", {"location": "Oslo"})), "Cold.")
+    model = "m-" + "é" * 124
+    headers = dict(CLIENT_HEADERS, traceparent=f"00-{trace_id}-{CLIENT_SPAN}-01")
+    body = {"model": model, "messages": [{"role": "user", "content": q}]}
+    reply = client.request(gw.port, "POST", CHAT_PATH, body, headers)
+    assert reply.status == 200, reply.text[:300]
+    if not dm:
+        return  # Proxy-Wasm makes no spans of its own (docs/hosts.md)
+    spans = receiver.trace(trace_id, 5)
+    chats = sorted([s for s in spans if s["attributes"].get("gen_ai.operation.name") == "chat"],
+                   key=lambda s: s["attributes"]["api_agent.turn"])
+    assert len(chats) == 2, spans
+    first = chats[0]
+    assert first["name"].startswith("chat m-éé"), first["name"][:40]
+    for s in spans:
+        for text in [s["name"], *s["attributes"].values()]:
+            assert len(text.encode()) <= len("chat ") + 128, text[:60]
+            assert not any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in text), (s["name"][:40], text[:60])
+    assert len(first["attributes"]["gen_ai.request.model"].encode()) <= 128
+    assert chats[1]["name"] == f"chat {LLM_MODEL}" and chats[1]["attributes"]["gen_ai.request.model"] == LLM_MODEL

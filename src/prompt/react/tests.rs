@@ -63,6 +63,11 @@ fn first_action_wins() {
     let action_then_final = "Action: a\nAction Input: {}\nObservation: x\nFinal Answer: y";
     assert_eq!(parse(action_then_final), action("a", json!({})));
     let final_then_action = "Final Answer: y\nAction: a";
+    // A turn sent without `stop` (the server refused it) is cut at its first `Observation:` line by
+    // the parser itself: what follows is the model's invention.
+    let invented = "Thought: I know.\nObservation: x\nFinal Answer: y";
+    assert!(matches!(parse(invented), Step::Malformed { .. }), "{:?}", parse(invented));
+    assert_eq!(parse("Observation: x\nFinal Answer: y"), Step::Malformed { why: "the reply is empty".into() });
     assert_eq!(parse(final_then_action), fin("y\nAction: a"));
 }
 
