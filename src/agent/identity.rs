@@ -233,21 +233,56 @@ fn exchange_request(x: &TokenExchange, subject: &str, id: CallId, timeout_ms: u6
     }
 }
 
+/// The `error` codes a token service's refusal is logged with (RFC 6749 §5.2, and RFC 8693's
+/// `invalid_target`); any other value is logged as `other`: a service may echo anything there, the
+/// subject token included.
+const ERROR_CODES: [&str; 7] = [
+    "invalid_request",
+    "invalid_client",
+    "invalid_grant",
+    "unauthorized_client",
+    "unsupported_grant_type",
+    "invalid_scope",
+    "invalid_target",
+];
+
 /// What the token service's reply means: a token, or why there is none (a short reason that quotes
 /// no credential: the status and the `error` code).
 pub fn read_reply(status: u16, body: &[u8]) -> Result<Granted, String> {
     let json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     if !(200..300).contains(&status) {
-        let code = json.get("error").and_then(|e| e.as_str()).unwrap_or("");
-        let code: String = code.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(40).collect();
-        return Err(if code.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status} {code}") });
+        return Err(match json.get("error").filter(|e| !e.is_null()) {
+            None => format!("HTTP {status}"),
+            Some(e) => format!("HTTP {status} {}", e.as_str().filter(|c| ERROR_CODES.contains(c)).unwrap_or("other")),
+        });
     }
-    let token = json.get("access_token").and_then(|t| t.as_str()).map(str::trim).unwrap_or("");
-    if token.is_empty() || token.contains(['\r', '\n', '\0']) {
-        return Err(format!("HTTP {status} without a usable access_token"));
+    let token = json.get("access_token").and_then(|t| t.as_str()).unwrap_or("");
+    if token.is_empty() {
+        return Err(format!("HTTP {status} without an access_token"));
     }
-    let expires_s = json.get("expires_in").and_then(|e| e.as_u64().or_else(|| e.as_str()?.parse().ok()));
-    Ok(Granted { token: token.to_string(), expires_s })
+    if !is_b64token(token) {
+        // It goes into an Authorization header: one the host refuses to send fails every call.
+        return Err(format!("HTTP {status} with an access_token outside RFC 6750's b64token characters"));
+    }
+    Ok(Granted { token: token.to_string(), expires_s: json.get("expires_in").and_then(lifetime) })
+}
+
+/// RFC 6750's `b64token`, `[A-Za-z0-9-._~+/]+=*`: what a bearer token may hold.
+fn is_b64token(token: &str) -> bool {
+    let body = token.trim_end_matches('=');
+    !body.is_empty() && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
+}
+
+/// `expires_in` in whole seconds: a number or a numeric string, floored; negative: 0 (never kept);
+/// anything else (text, `inf`, an object): `None`, the default lifetime.
+fn lifetime(value: &serde_json::Value) -> Option<u64> {
+    let seconds = match value {
+        serde_json::Value::Number(n) => n.as_f64()?,
+        serde_json::Value::String(s) => s.trim().parse::<f64>().ok().filter(|n| n.is_finite())?,
+        _ => return None,
+    };
+    // `as` saturates: above u64 is u64::MAX, bounded later to a day.
+    Some(if seconds > 0.0 { seconds.floor() as u64 } else { 0 })
 }
 
 /// What the model is told of a call its caller may not make.
@@ -330,5 +365,54 @@ mod tests {
         let refused = read_reply(400, br#"{"error":"invalid_grant","error_description":"token eyJ..."}"#);
         assert_eq!(refused.err().as_deref(), Some("HTTP 400 invalid_grant"));
         assert!(read_reply(200, b"{}").is_err());
+    }
+
+    #[test]
+    fn only_the_rfc_error_codes_reach_the_log() {
+        let reason = |body: &str| read_reply(400, body.as_bytes()).err().unwrap_or_default();
+        for code in ["invalid_request", "invalid_client", "invalid_grant", "unauthorized_client"] {
+            assert_eq!(reason(&format!(r#"{{"error":"{code}"}}"#)), format!("HTTP 400 {code}"));
+        }
+        for code in ["unsupported_grant_type", "invalid_scope", "invalid_target"] {
+            assert_eq!(reason(&format!(r#"{{"error":"{code}"}}"#)), format!("HTTP 400 {code}"));
+        }
+        // A service that echoes the subject token in `error`: none of it is logged.
+        for body in [r#"{"error":"eyJhbGciOiJIUzI1NiJ9_subject"}"#, r#"{"error":5}"#, r#"{"error":"Invalid_Grant"}"#] {
+            assert_eq!(reason(body), "HTTP 400 other", "{body}");
+        }
+        assert_eq!(reason("{}"), "HTTP 400");
+        assert_eq!(reason("not json"), "HTTP 400");
+    }
+
+    #[test]
+    fn expires_in_is_read_as_a_number_of_whole_seconds() {
+        let expires = |v: &str| {
+            let body = format!(r#"{{"access_token":"abc","expires_in":{v}}}"#);
+            read_reply(200, body.as_bytes()).map(|g| g.expires_s).unwrap_or(Some(999_999))
+        };
+        assert_eq!(expires("60"), Some(60));
+        assert_eq!(expires("59.9"), Some(59), "floored");
+        assert_eq!(expires(r#""60""#), Some(60), "a numeric string");
+        assert_eq!(expires(r#"" 90.5 ""#), Some(90));
+        assert_eq!(expires("-1"), Some(0), "negative: never kept");
+        assert_eq!(expires(r#""-300""#), Some(0));
+        assert_eq!(expires("18446744073709551616"), Some(u64::MAX), "above u64: the most");
+        for absent in [r#""soon""#, r#""inf""#, r#""NaN""#, "null", "true", "{}", "[]", r#""""#] {
+            assert_eq!(expires(absent), None, "{absent}: the default lifetime");
+        }
+    }
+
+    #[test]
+    fn a_token_outside_the_b64token_alphabet_is_refused_with_the_reason() {
+        for ok in ["abc", "a-b.c_d~e+f/g==", "eyJhbGciOiJIUzI1NiJ9.e30.sig", "Zm9v="] {
+            let body = serde_json::json!({"access_token": ok}).to_string();
+            assert!(read_reply(200, body.as_bytes()).is_ok(), "{ok}");
+        }
+        for bad in ["a\u{1}b", "a\tb", "ab\u{7f}", " abc", "abc\n", "a b", "a=b", "=", "tök", "a,b", "a\"b", "a\u{85}b"] {
+            let body = serde_json::json!({"access_token": bad}).to_string();
+            let why = read_reply(200, body.as_bytes()).err().unwrap_or_default();
+            assert!(why.contains("b64token"), "{bad:?}: {why}");
+            assert!(!why.contains(bad), "the reason quotes no token: {why}");
+        }
     }
 }
