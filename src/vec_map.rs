@@ -108,7 +108,7 @@ impl<K: Ord, V> VecMap<K, V> {
         self.0.iter().map(|(k, _)| k)
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &V> {
+    pub fn values(&self) -> impl Iterator<Item = &V> + Clone {
         self.0.iter().map(|(_, v)| v)
     }
 }

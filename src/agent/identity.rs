@@ -68,25 +68,17 @@ impl Identity {
     }
 
     /// `text` with the client's credentials this request carries (forwarded or exchanged headers that
-    /// hold one, `is_credential`, with and without `Bearer `) and the tokens it got masked: a tool that echoes its
-    /// request must not hand them to the model. Allocates only when one is found.
-    pub fn mask<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+    /// hold one, `is_credential`, with and without `Bearer `), the tokens it got and the `configured`
+    /// secrets masked in every spelling (`redact`): a tool that echoes its request must not hand them
+    /// to the model. Allocates only when one is found.
+    pub fn mask<'t>(&self, text: &'t str, configured: &[String]) -> std::borrow::Cow<'t, str> {
         let credentials = self.client.0.iter().filter(|(k, _)| is_credential(k));
         let client = credentials.clone().map(|(_, v)| v.as_str());
         let bare =
             credentials.filter_map(|(_, v)| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
         let tokens = self.tokens.values().flatten().map(String::as_str);
-        let mut found: Vec<String> = client
-            .chain(bare)
-            .chain(tokens)
-            .filter(|s| s.len() >= 4 && text.contains(*s))
-            .map(str::to_string)
-            .collect();
-        if found.is_empty() {
-            return std::borrow::Cow::Borrowed(text);
-        }
-        crate::config::sort_secrets(&mut found);
-        std::borrow::Cow::Owned(crate::redact::redact(text, &found).into_owned())
+        let theirs = client.chain(bare).chain(tokens).filter(|s| s.len() >= 4);
+        crate::redact::redact_all(text, theirs.chain(configured.iter().map(String::as_str)))
     }
 
     /// The cache keys of tokens refused since the last call, for the host to drop.
@@ -408,7 +400,8 @@ mod tests {
             let body = serde_json::json!({"access_token": ok}).to_string();
             assert!(read_reply(200, body.as_bytes()).is_ok(), "{ok}");
         }
-        for bad in ["a\u{1}b", "a\tb", "ab\u{7f}", " abc", "abc\n", "a b", "a=b", "=", "tök", "a,b", "a\"b", "a\u{85}b"] {
+        for bad in ["a\u{1}b", "a\tb", "ab\u{7f}", " abc", "abc\n", "a b", "a=b", "=", "tök", "a,b", "a\"b", "a\u{85}b"]
+        {
             let body = serde_json::json!({"access_token": bad}).to_string();
             let why = read_reply(200, body.as_bytes()).err().unwrap_or_default();
             assert!(why.contains("b64token"), "{bad:?}: {why}");

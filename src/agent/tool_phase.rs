@@ -14,7 +14,6 @@ use super::steps::{Steps, ToolStatus};
 use super::work::{self, ToolCall, Work};
 use crate::config::Config;
 use crate::doc::truncate;
-use crate::redact::redact;
 use crate::tools::search::FIND_TOOLS;
 use std::borrow::Cow;
 
@@ -312,14 +311,10 @@ impl ToolPhase<'_> {
     /// is cut to `maxObservationBytes` (a cut secret would no longer match). Borrowed when there is none.
     fn masked<'b>(&self, body: &'b [u8]) -> Cow<'b, [u8]> {
         let text = String::from_utf8_lossy(body);
-        let masked = match redact(&text, self.cfg.secrets()) {
-            Cow::Borrowed(t) => match self.identity.mask(t) {
-                Cow::Owned(m) => Some(m),
-                Cow::Borrowed(_) => None,
-            },
-            Cow::Owned(m) => Some(self.identity.mask(&m).into_owned()),
-        };
-        masked.map_or(Cow::Borrowed(body), |m| Cow::Owned(m.into_bytes()))
+        match self.identity.mask(&text, self.cfg.secrets()) {
+            Cow::Borrowed(_) => Cow::Borrowed(body),
+            Cow::Owned(m) => Cow::Owned(m.into_bytes()),
+        }
     }
 
     /// Call `id` is over: what the model is told (`error`: how the call failed, for its span).
