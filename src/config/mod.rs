@@ -147,6 +147,9 @@ pub struct Config {
     pub identity_headers: Vec<String>,
     /// The run's spans where the host makes them (`tracing`).
     pub tracing: Tracing,
+    /// `summary.filterState`: the dynamic module puts the request's summary in filter state too, not
+    /// only in its dynamic metadata (Proxy-Wasm has only filter state and always sets it).
+    pub summary_filter_state: bool,
     /// Every configured secret (`secrets()`), found once at load.
     secrets: Vec<String>,
 }
@@ -204,6 +207,14 @@ impl Config {
             None => (true, false),
         };
         let tracing = parse_tracing(&mut root)?;
+        let summary_filter_state = match root.opt_object("summary")? {
+            Some(mut s) => {
+                let on = s.opt_bool("filterState")?.unwrap_or(false);
+                s.deny_unknown()?;
+                on
+            }
+            None => false,
+        };
         let context = parse_context(&mut root)?;
         let responses_path = parse_responses(&mut root)?;
         if root.get("returnResponseTemplate").is_some() {
@@ -254,6 +265,7 @@ impl Config {
             warnings,
             identity_headers,
             tracing,
+            summary_filter_state,
             secrets: Vec::new(),
         };
         config.secrets = config.find_secrets();
