@@ -16,10 +16,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use api_agent::agent::spans::SpanNote;
+use api_agent::agent::summary::Value;
 use api_agent::agent::{Call, CallId, Event, Failure, Reply};
 use api_agent::config::Plugin;
 use api_agent::host::admit::Arrival;
-use api_agent::agent::summary::Value;
 use api_agent::host::metrics::{MetricSink, Metrics, CATALOGUE};
 use api_agent::host::port::SUMMARY_NAMESPACE;
 use api_agent::host::summary::{self, SummaryTarget};

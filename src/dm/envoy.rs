@@ -4,8 +4,8 @@
 #![allow(unsafe_code)]
 
 use super::abi::*;
-use crate::host::calls::Outgoing;
 use crate::agent::summary::Value;
+use crate::host::calls::Outgoing;
 use crate::host::summary::SummaryTarget;
 use std::ffi::c_void;
 use std::ptr::null_mut;
@@ -363,9 +363,7 @@ impl SummaryTarget for Envoy {
             match (value, o.metadata_number, o.metadata_string) {
                 (Value::Number(n), Some(set), _) => set(self.0, ns, key, *n as f64),
                 (Value::Text(t), _, Some(set)) => set(self.0, ns, key, ModuleBuffer::of(t.as_bytes())),
-                (Value::Number(n), None, Some(set)) => {
-                    set(self.0, ns, key, ModuleBuffer::of(n.to_string().as_bytes()))
-                }
+                (Value::Number(n), None, Some(set)) => set(self.0, ns, key, ModuleBuffer::of(n.to_string().as_bytes())),
                 _ => {}
             }
         }

@@ -44,7 +44,8 @@ pub fn struct_bytes(fields: &[(&'static str, Value)]) -> Vec<u8> {
         Value::Number(_) => 9,
         Value::Text(t) => 1 + varint_len(t.len()) + t.len(),
     };
-    let entry_len = |key: &str, v: &Value| 1 + varint_len(key.len()) + key.len() + 1 + varint_len(value_len(v)) + value_len(v);
+    let entry_len =
+        |key: &str, v: &Value| 1 + varint_len(key.len()) + key.len() + 1 + varint_len(value_len(v)) + value_len(v);
     let total = fields.iter().map(|(k, v)| 1 + varint_len(entry_len(k, v)) + entry_len(k, v)).sum();
     let mut out = Vec::with_capacity(total);
     for (key, v) in fields {
@@ -165,9 +166,7 @@ mod tests {
     #[test]
     fn one_number_is_the_bytes_protobuf_writes() {
         // {"turns": 2.0}, as protoc encodes it.
-        let want = [
-            0x0a, 0x12, 0x0a, 0x05, b't', b'u', b'r', b'n', b's', 0x12, 0x09, 0x11, 0, 0, 0, 0, 0, 0, 0, 0x40,
-        ];
+        let want = [0x0a, 0x12, 0x0a, 0x05, b't', b'u', b'r', b'n', b's', 0x12, 0x09, 0x11, 0, 0, 0, 0, 0, 0, 0, 0x40];
         assert_eq!(struct_bytes(&[("turns", Value::Number(2))]), want);
     }
 
