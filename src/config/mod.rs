@@ -158,6 +158,9 @@ pub struct Config {
     pub passthrough: Passthrough,
     /// The run's spans where the host makes them (`tracing`).
     pub tracing: Tracing,
+    /// `summary.filterState`: the dynamic module puts the request's summary in filter state too, not
+    /// only in its dynamic metadata (Proxy-Wasm has only filter state and always sets it).
+    pub summary_filter_state: bool,
     /// Every configured secret (`secrets()`), found once at load.
     secrets: Vec<String>,
 }
@@ -215,6 +218,14 @@ impl Config {
             None => (true, false),
         };
         let tracing = parse_tracing(&mut root)?;
+        let summary_filter_state = match root.opt_object("summary")? {
+            Some(mut s) => {
+                let on = s.opt_bool("filterState")?.unwrap_or(false);
+                s.deny_unknown()?;
+                on
+            }
+            None => false,
+        };
         let context = parse_context(&mut root)?;
         let responses_path = parse_responses(&mut root)?;
         let selection = selection::parse_selection(&mut root)?;
@@ -257,6 +268,7 @@ impl Config {
             identity_headers,
             passthrough,
             tracing,
+            summary_filter_state,
             secrets: Vec::new(),
         };
         config.secrets = config.find_secrets();

@@ -4,8 +4,9 @@
 #![allow(unsafe_code)]
 
 use super::abi::*;
+use crate::agent::summary::Value;
 use crate::host::calls::Outgoing;
-use crate::host::port::SUMMARY_STATE_KEYS;
+use crate::host::summary::SummaryTarget;
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::{Arc, Mutex};
@@ -245,29 +246,6 @@ impl Envoy {
         unsafe { envoy_dynamic_module_callback_http_send_response_data(self.0, ModuleBuffer::of(data), end_stream) }
     }
 
-    /// The request's summary: dynamic metadata `namespace.<field>` (numbers as numbers) and filter
-    /// state (`SUMMARY_STATE_KEYS`, text), with the callbacks this Envoy has.
-    pub fn set_summary(self, namespace: &str, fields: &[(&'static str, crate::agent::summary::Value)]) {
-        use crate::agent::summary::Value;
-        let o = super::optional::optional();
-        let ns = ModuleBuffer::of(namespace.as_bytes());
-        for ((name, value), state_key) in fields.iter().zip(SUMMARY_STATE_KEYS) {
-            let key = ModuleBuffer::of(name.as_bytes());
-            let text = value.to_string();
-            // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
-            unsafe {
-                match (value, o.metadata_number, o.metadata_string) {
-                    (Value::Number(n), Some(set), _) => set(self.0, ns, key, *n as f64),
-                    (_, _, Some(set)) => set(self.0, ns, key, ModuleBuffer::of(text.as_bytes())),
-                    _ => {}
-                }
-                if let Some(set) = o.filter_state {
-                    set(self.0, ModuleBuffer::of(state_key.as_bytes()), ModuleBuffer::of(text.as_bytes()));
-                }
-            }
-        }
-    }
-
     pub fn continue_encoding(self) {
         // SAFETY: valid filter pointer.
         unsafe { envoy_dynamic_module_callback_http_filter_continue_encoding(self.0) }
@@ -362,6 +340,39 @@ impl Scheduler {
                 }
             }
             s.ptr = null_mut();
+        }
+    }
+}
+
+/// The summary with the callbacks this Envoy has (`optional`): a missing one costs that form only.
+impl SummaryTarget for Envoy {
+    fn metadata_struct(&self, namespace: &str, serialized: &[u8]) -> bool {
+        let Some(set) = super::optional::optional().metadata_struct else {
+            return false;
+        };
+        // SAFETY: valid filter pointer; both buffers outlive the call (Envoy parses and copies them).
+        unsafe { set(self.0, ModuleBuffer::of(namespace.as_bytes()), ModuleBuffer::of(serialized)) };
+        true
+    }
+
+    fn metadata_field(&self, namespace: &str, key: &str, value: &Value) {
+        let o = super::optional::optional();
+        let (ns, key) = (ModuleBuffer::of(namespace.as_bytes()), ModuleBuffer::of(key.as_bytes()));
+        // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
+        unsafe {
+            match (value, o.metadata_number, o.metadata_string) {
+                (Value::Number(n), Some(set), _) => set(self.0, ns, key, *n as f64),
+                (Value::Text(t), _, Some(set)) => set(self.0, ns, key, ModuleBuffer::of(t.as_bytes())),
+                (Value::Number(n), None, Some(set)) => set(self.0, ns, key, ModuleBuffer::of(n.to_string().as_bytes())),
+                _ => {}
+            }
+        }
+    }
+
+    fn filter_state(&self, key: &str, value: &str) {
+        if let Some(set) = super::optional::optional().filter_state {
+            // SAFETY: valid filter pointer; both buffers outlive the call (Envoy copies them).
+            unsafe { set(self.0, ModuleBuffer::of(key.as_bytes()), ModuleBuffer::of(value.as_bytes())) };
         }
     }
 }

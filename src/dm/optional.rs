@@ -17,12 +17,15 @@ const RTLD_DEFAULT: *mut c_void = std::ptr::null_mut();
 // Envoy's metadata setters return nothing in some releases and `bool` in others: the result is not read.
 type SetMetadataNumber = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer, f64);
 type SetMetadataString = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer, ModuleBuffer);
+/// The namespace from a serialized `google.protobuf.Struct` (Envoy 1.40; merged into what is there).
+type SetMetadataStruct = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer);
 type SetFilterState = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer) -> bool;
 
 /// The optional callbacks this Envoy has.
 pub struct Optional {
     pub metadata_number: Option<SetMetadataNumber>,
     pub metadata_string: Option<SetMetadataString>,
+    pub metadata_struct: Option<SetMetadataStruct>,
     pub filter_state: Option<SetFilterState>,
 }
 
@@ -37,6 +40,7 @@ pub fn optional() -> &'static Optional {
     OPTIONAL.get_or_init(|| {
         let number = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_number");
         let string = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_string");
+        let whole = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_struct");
         let state = lookup(c"envoy_dynamic_module_callback_http_set_filter_state_bytes");
         if number.is_null() || string.is_null() {
             log::warn!(
@@ -54,6 +58,8 @@ pub fn optional() -> &'static Optional {
                     .then(|| std::mem::transmute::<*mut c_void, SetMetadataNumber>(number)),
                 metadata_string: (!string.is_null())
                     .then(|| std::mem::transmute::<*mut c_void, SetMetadataString>(string)),
+                metadata_struct: (!whole.is_null())
+                    .then(|| std::mem::transmute::<*mut c_void, SetMetadataStruct>(whole)),
                 filter_state: (!state.is_null()).then(|| std::mem::transmute::<*mut c_void, SetFilterState>(state)),
             }
         }

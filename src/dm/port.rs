@@ -6,6 +6,7 @@ use super::envoy::Envoy;
 use crate::agent::summary::Value;
 use crate::host::metrics::{Kind, MetricSink, Metrics};
 use crate::host::port::SUMMARY_NAMESPACE;
+use crate::host::summary;
 use crate::host::{Attr, Headers, Port};
 
 fn map(h: Headers) -> HeaderMap {
@@ -35,8 +36,8 @@ impl Port for Envoy {
         self.send_response(status, headers, body, "api_agent");
     }
 
-    fn set_summary(&self, fields: &[(&'static str, Value)]) {
-        Envoy::set_summary(*self, SUMMARY_NAMESPACE, fields);
+    fn set_summary(&self, fields: &[(&'static str, Value)], filter_state: bool) {
+        summary::write(self, SUMMARY_NAMESPACE, fields, filter_state);
     }
 
     fn traced(&self) -> bool {

@@ -68,7 +68,8 @@ impl Port for Current {
         }
     }
 
-    fn set_summary(&self, fields: &[(&'static str, Value)]) {
+    /// Filter state is this host's only form of the summary: always set.
+    fn set_summary(&self, fields: &[(&'static str, Value)], _filter_state: bool) {
         for ((_, value), key) in fields.iter().zip(SUMMARY_STATE_KEYS) {
             let path = key.strip_prefix("wasm.").unwrap_or(key);
             if let Err(s) = abi::set_property(path, value.to_string().as_bytes()) {

@@ -197,8 +197,13 @@ impl Exchange {
         }
         if let Some(agent) = self.agent.as_ref() {
             self.summarized = true;
-            port.set_summary(&agent.report().fields());
+            port.set_summary(&agent.report().fields(), self.summary_filter_state());
         }
+    }
+
+    /// The configuration asks for the summary in filter state where the host has metadata too.
+    fn summary_filter_state(&self) -> bool {
+        self.config.as_ref().is_some_and(|c| c.summary_filter_state)
     }
 
     /// The request's metrics and its one info line, once. `host_status`: what the client got, where
@@ -214,6 +219,7 @@ impl Exchange {
         if self.reported {
             return;
         }
+        let filter_state = self.summary_filter_state();
         let Some(agent) = self.agent.as_mut() else {
             return;
         };
@@ -225,7 +231,7 @@ impl Exchange {
         let r = agent.report();
         if !self.summarized {
             self.summarized = true;
-            port.set_summary(&r.fields());
+            port.set_summary(&r.fields(), filter_state);
         }
         metrics.emit(sink, r);
         if log::log_enabled!(log::Level::Info) {

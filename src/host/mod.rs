@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod port;
 pub mod run;
 pub mod spans;
+pub mod summary;
 pub mod tokens;
 
 pub use exchange::{Exchange, Head, Start};

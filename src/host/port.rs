@@ -26,9 +26,11 @@ pub trait Port {
     fn attribute(&self, attr: Attr) -> Option<String>;
     /// Answers the client now, while no response has started.
     fn local_reply(&self, status: u16, headers: &[(&str, &str)], body: &[u8]);
-    /// The request's summary, for Envoy's access log and rate limits: filter state
-    /// `wasm.api_agent.<field>` on both hosts, and dynamic metadata `api_agent` where the host has it.
-    fn set_summary(&self, fields: &[(&'static str, Value)]);
+    /// The request's summary, for Envoy's access log and rate limits: dynamic metadata `api_agent`
+    /// where the host has it (the dynamic module), with filter state `wasm.api_agent.<field>` too when
+    /// `filter_state` (`summary.filterState`); filter state alone where the host has nothing else
+    /// (Proxy-Wasm).
+    fn set_summary(&self, fields: &[(&'static str, Value)], filter_state: bool);
     /// The stream is traced and the host can make child spans (`Host::spans`).
     fn traced(&self) -> bool {
         false
