@@ -14,7 +14,7 @@
 //! `cargo run --release --example catalog_bench -- recall|bytes|build [DATA_DIR]`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use api_agent::agent::{Agent, ClientHeaders, Command, Event, RequestMeta};
+use api_agent::agent::{Agent, Command, Event, RequestMeta};
 use api_agent::config::Config;
 use api_agent::openapi::sanitized_name;
 use api_agent::tools::search::Index;
@@ -49,19 +49,7 @@ fn main() {
 }
 
 fn meta() -> RequestMeta {
-    RequestMeta {
-        id: "bench".into(),
-        now_ms: 1_000_000,
-        unix_s: 1_700_000_000,
-        seed: 1,
-        steps: false,
-        context_headers: Vec::new(),
-        client_headers: ClientHeaders::default(),
-        live: false,
-        trace: Vec::new(),
-        api: Default::default(),
-        memory: Default::default(),
-    }
+    RequestMeta { id: "bench".into(), now_ms: 1_000_000, unix_s: 1_700_000_000, seed: 1, ..Default::default() }
 }
 
 /// The first turn's body for `messages`, and the agent that sent it.

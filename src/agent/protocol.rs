@@ -6,7 +6,7 @@ pub use super::body::Body;
 use super::mcp::Sessions as McpSessions;
 
 /// Per-request inputs that would otherwise come from a clock or a random source.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RequestMeta {
     /// Unique per request; becomes the completion id.
     pub id: String,

@@ -378,19 +378,7 @@ impl Harness {
 /// A request's inputs as a host gives them, for tests that drive an `Agent` by hand: id `id`, arrived
 /// at `now_ms`, jitter seed `seed`, no headers, chat completions.
 pub fn request_meta(id: &str, now_ms: u64, seed: u64) -> RequestMeta {
-    RequestMeta {
-        id: id.into(),
-        now_ms,
-        unix_s: 1,
-        seed,
-        steps: false,
-        context_headers: Vec::new(),
-        client_headers: ClientHeaders::default(),
-        live: false,
-        trace: Vec::new(),
-        api: Default::default(),
-        memory: Default::default(),
-    }
+    RequestMeta { id: id.into(), now_ms, unix_s: 1, seed, ..Default::default() }
 }
 
 /// A span note as one line: `open 2<1 chat m`, `tag 2 k=v`, `carry 2 call 7`, `close 2`.

@@ -27,25 +27,18 @@ NOT_TAKEN = [
 ]
 
 
-def gateway(mocks, wasm, envoy_binary, tmp_path_factory, **extra):
-    plugin = plugin_config(mocks, **extra)
-    plugin["apis"][0]["apiProvider"]["forwardHeaders"] = list(IDENTITY)
-    envoy = Envoy(envoy_binary, envoy_config(wasm, mocks, plugin), str(tmp_path_factory.mktemp("pass"))).start()
-    return envoy
-
-
 @pytest.fixture(scope="module")
-def forwarding(mocks, wasm, envoy_binary, tmp_path_factory):
-    envoy = gateway(mocks, wasm, envoy_binary, tmp_path_factory)
-    yield envoy
-    envoy.stop()
-
-
-@pytest.fixture(scope="module")
-def refusing(mocks, wasm, envoy_binary, tmp_path_factory):
-    envoy = gateway(mocks, wasm, envoy_binary, tmp_path_factory, passthrough="refuse")
-    yield envoy
-    envoy.stop()
+def gateways(mocks, wasm, envoy_binary, tmp_path_factory):
+    """One Envoy per `passthrough` setting, both with the weather API forwarding the identity headers."""
+    envoys = {}
+    for mode in ("forward", "refuse"):
+        plugin = plugin_config(mocks, passthrough=mode)
+        plugin["apis"][0]["apiProvider"]["forwardHeaders"] = list(IDENTITY)
+        workdir = str(tmp_path_factory.mktemp(f"pass-{mode}"))
+        envoys[mode] = Envoy(envoy_binary, envoy_config(wasm, mocks, plugin), workdir).start()
+    yield envoys
+    for envoy in envoys.values():
+        envoy.stop()
 
 
 def send(port: int, label: str, method: str, path: str, ctype: str | None, body: bytes | None) -> client.Reply:
@@ -56,9 +49,9 @@ def send(port: int, label: str, method: str, path: str, ctype: str | None, body:
 
 
 @pytest.mark.parametrize("label,method,path,ctype,body,_status", NOT_TAKEN, ids=[c[0] for c in NOT_TAKEN])
-def test_a_request_passed_on_carries_no_identity_and_the_provider_key(forwarding, mocks, label, method, path,
+def test_a_request_passed_on_carries_no_identity_and_the_provider_key(gateways, mocks, label, method, path,
                                                                       ctype, body, _status):
-    reply = send(forwarding.port, label, method, path, ctype, body)
+    reply = send(gateways["forward"].port, label, method, path, ctype, body)
     seen = [r for r in mocks.llm.requests if r.headers.get("x-q") == label]
     assert len(seen) == 1, f"HTTP {reply.status}: {reply.text[:200]}"
     headers = seen[0].headers
@@ -70,9 +63,9 @@ def test_a_request_passed_on_carries_no_identity_and_the_provider_key(forwarding
 
 
 @pytest.mark.parametrize("label,method,path,ctype,body,status", NOT_TAKEN, ids=[c[0] for c in NOT_TAKEN])
-def test_a_request_refused_gets_a_clear_4xx_and_reaches_nothing(refusing, mocks, label, method, path, ctype, body,
+def test_a_request_refused_gets_a_clear_4xx_and_reaches_nothing(gateways, mocks, label, method, path, ctype, body,
                                                                 status):
-    reply = send(refusing.port, label, method, path, ctype, body)
+    reply = send(gateways["refuse"].port, label, method, path, ctype, body)
     assert reply.status == status, reply.text[:200]
     error = reply.json()["error"]
     assert error["type"] == "invalid_request_error" and error["code"] == "not_an_agent_request", error
@@ -80,9 +73,9 @@ def test_a_request_refused_gets_a_clear_4xx_and_reaches_nothing(refusing, mocks,
     assert not [r for r in mocks.llm.requests if r.headers.get("x-q") == label]
 
 
-def test_the_agent_still_answers_when_passthrough_is_refused(refusing):
+def test_the_agent_still_answers_when_passthrough_is_refused(gateways):
     body = {"model": "m", "messages": [{"role": "user", "content": "What is the weather in Jinan?"}]}
-    reply = client.request(refusing.port, "POST", "/v1/chat/completions", body,
+    reply = client.request(gateways["refuse"].port, "POST", "/v1/chat/completions", body,
                            {"Authorization": f"Bearer {CLIENT_KEY}"})
     assert reply.status == 200, reply.text[:300]
     assert reply.json()["choices"][0]["message"]["content"]
