@@ -86,11 +86,43 @@ impl EnvoyConfig {
         start_callout(envoy_dynamic_module_callback_http_filter_config_http_callout, self.0, call)
     }
 
+    /// Adds `value` to a counter of the configuration (the main thread), if this Envoy can; false
+    /// when it cannot (`optional::Optional::config_increment`).
+    pub fn increment(self, id: usize, label_values: &[&str], value: u64) -> bool {
+        let Some(increment) = super::optional::optional().config_increment else { return false };
+        let mut values = labels(label_values);
+        // SAFETY: the configuration is Envoy's until config_destroy (this runs on the main thread
+        // before it); the label buffers outlive the call.
+        unsafe { increment(self.0, id, values.as_mut_ptr(), values.len(), value) };
+        true
+    }
+
     /// A scheduler of the configuration: wake-ups come back on the main thread.
     pub fn scheduler(self) -> Scheduler {
         // SAFETY: the configuration is Envoy's until config_destroy; deleted by `Scheduler::close`.
         let ptr = unsafe { envoy_dynamic_module_callback_http_filter_config_scheduler_new(self.0) };
         Scheduler(Arc::new(Mutex::new(SchedulerPtr { ptr, config: true })))
+    }
+}
+
+/// A configuration kept for a hook that is not handed it (its destroy): shared with the workers, used
+/// only on the main thread.
+#[derive(Clone, Copy)]
+pub struct KeptConfig(EnvoyConfig);
+
+// SAFETY: workers only carry the value; Envoy is called with it on the main thread alone
+// (`on_main_thread`'s contract).
+unsafe impl Send for KeptConfig {}
+unsafe impl Sync for KeptConfig {}
+
+impl KeptConfig {
+    pub fn new(config: EnvoyConfig) -> Self {
+        KeptConfig(config)
+    }
+
+    /// The configuration, for a call made on the main thread before its destroy returns.
+    pub fn on_main_thread(self) -> EnvoyConfig {
+        self.0
     }
 }
 

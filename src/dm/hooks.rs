@@ -227,10 +227,17 @@ fn config_id(config: *const c_void) -> Option<u64> {
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
-    _config_envoy: *mut c_void,
+    config_envoy: *mut c_void,
     config: *const c_void,
-    _event: u64,
+    event: u64,
 ) {
+    if event == super::tally::FLUSH_EVENT {
+        // SAFETY: as in `config_id`.
+        if let Some(tally) = unsafe { config.cast::<DmConfig>().as_ref() }.and_then(|c| c.tally.as_ref()) {
+            guard(|| tally.flush(super::envoy::EnvoyConfig(config_envoy)));
+        }
+        return;
+    }
     if let Some(id) = config_id(config) {
         guard(|| discover::on_scheduled(id));
     }

@@ -22,6 +22,7 @@ mod optional;
 mod port;
 mod stream;
 mod streamed;
+mod tally;
 mod timer;
 mod tracing;
 
@@ -50,6 +51,9 @@ pub struct DmConfig {
     id: u64,
     text: Vec<u8>,
     metrics: Metrics<StatId>,
+    /// The streams' counter additions, handed to Envoy by the main thread (`None`: this Envoy has no
+    /// configuration-level counters, so each stream adds its own).
+    tally: Option<tally::Tally>,
     published: Arc<discover::Published>,
 }
 
@@ -96,13 +100,17 @@ fn config_new(envoy: EnvoyConfig, name: &[u8], text: Vec<u8>) -> Option<Arc<DmCo
     }
     let published = Arc::new(discover::Published::default());
     let metrics = port::define(envoy);
+    let tally = optional::optional().config_increment.is_some().then(|| tally::Tally::new(envoy));
     // MCP servers without a pinned toolsList are listed by the configuration, on this thread.
     discover::start(id, envoy, Instance::new(plugin), Arc::clone(&published));
-    Some(Arc::new(DmConfig { id, text, metrics, published }))
+    Some(Arc::new(DmConfig { id, text, metrics, tally, published }))
 }
 
 fn config_destroy(cfg: &DmConfig) {
     discover::stop(cfg.id);
+    if let Some(tally) = &cfg.tally {
+        tally.close();
+    }
     if let Ok(mut live) = LIVE.lock() {
         live.remove(&cfg.id);
     }

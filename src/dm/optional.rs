@@ -20,6 +20,9 @@ type SetMetadataString = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleB
 /// The namespace from a serialized `google.protobuf.Struct` (Envoy 1.40; merged into what is there).
 type SetMetadataStruct = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer);
 type SetFilterState = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer) -> bool;
+/// A counter of the configuration, from the main thread: (configuration, id, label values, their
+/// number, value) → metrics result, as the stream's `increment_counter`.
+type ConfigIncrement = unsafe extern "C" fn(*mut c_void, usize, *mut ModuleBuffer, usize, u64) -> u32;
 
 /// The optional callbacks this Envoy has.
 pub struct Optional {
@@ -27,6 +30,8 @@ pub struct Optional {
     pub metadata_string: Option<SetMetadataString>,
     pub metadata_struct: Option<SetMetadataStruct>,
     pub filter_state: Option<SetFilterState>,
+    /// Without it each stream adds its counters itself (`dm::tally`).
+    pub config_increment: Option<ConfigIncrement>,
 }
 
 pub(super) fn lookup(name: &CStr) -> *mut c_void {
@@ -42,6 +47,7 @@ pub fn optional() -> &'static Optional {
         let string = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_string");
         let whole = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_struct");
         let state = lookup(c"envoy_dynamic_module_callback_http_set_filter_state_bytes");
+        let increment = lookup(c"envoy_dynamic_module_callback_http_filter_config_increment_counter");
         if number.is_null() || string.is_null() {
             log::warn!(
                 "this Envoy has no dynamic-metadata callbacks: the request summary is not in api_agent metadata"
@@ -61,6 +67,8 @@ pub fn optional() -> &'static Optional {
                 metadata_struct: (!whole.is_null())
                     .then(|| std::mem::transmute::<*mut c_void, SetMetadataStruct>(whole)),
                 filter_state: (!state.is_null()).then(|| std::mem::transmute::<*mut c_void, SetFilterState>(state)),
+                config_increment: (!increment.is_null())
+                    .then(|| std::mem::transmute::<*mut c_void, ConfigIncrement>(increment)),
             }
         }
     })

@@ -52,15 +52,25 @@ pub struct StatId {
     histogram: bool,
 }
 
-impl MetricSink for Envoy {
+/// A stream's metrics: counters through its configuration's batch when there is one (`dm::tally`),
+/// histograms straight to Envoy.
+pub struct Metered<'a> {
+    pub envoy: Envoy,
+    pub tally: Option<&'a super::tally::Tally>,
+}
+
+impl MetricSink for Metered<'_> {
     type Id = StatId;
 
     fn add(&self, id: StatId, labels: &[&str], by: u64) {
-        self.metric(id.histogram, id.id, labels, by);
+        let batched = !id.histogram && self.tally.is_some_and(|t| t.add(id.id, labels, by));
+        if !batched {
+            self.envoy.metric(id.histogram, id.id, labels, by);
+        }
     }
 
     fn record(&self, id: StatId, labels: &[&str], value: u64) {
-        self.metric(id.histogram, id.id, labels, value);
+        self.envoy.metric(id.histogram, id.id, labels, value);
     }
 }
 

@@ -7,6 +7,7 @@
 
 use super::abi::{self, Attribute, Body, CALLOUT_RESET, CALLOUT_SUCCESS};
 use super::envoy::{CalloutReply, Envoy, Scheduler, StreamEvent};
+use super::port::Metered;
 use super::streamed::Streams;
 use super::{now_ms, timer, tracing, Deferred, DmConfig};
 use crate::agent::spans::SpanNote;
@@ -363,11 +364,12 @@ impl Stream {
     /// The request's metrics and its one info line, once, with the status the client really got.
     fn report(&mut self) {
         // MCP listings of the main thread are counted here: Envoy's metrics are recorded by streams.
+        let sink = Metered { envoy: self.envoy, tally: self.cfg.tally.as_ref() };
         for (api, outcome) in self.cfg.published.take_counts() {
-            self.cfg.metrics.mcp_listing(&self.envoy, api, outcome);
+            self.cfg.metrics.mcp_listing(&sink, api, outcome);
         }
         let status = self.envoy.attribute_int(Attribute::ResponseCode).and_then(|c| u16::try_from(c).ok());
-        self.ex.report(&self.envoy, &self.cfg.metrics, &self.envoy, Some(status.unwrap_or(0)), now_ms());
+        self.ex.report(&self.envoy, &self.cfg.metrics, &sink, Some(status.unwrap_or(0)), now_ms());
         // The spans still open end with the stream (the agent's notes say how; the rest end as they are).
         let notes = self.ex.take_spans();
         self.spans.apply(&self.envoy, notes);

@@ -175,13 +175,24 @@ def test_the_cache_saves_the_second_exchange(gateway, mocks, sts, idp):
     assert 1 <= sts.count <= workers
     assert all(r.headers["authorization"] == "Bearer xtok-carol" for r in mocks.translate.requests)
     # api_agent_token_exchanges: each request either exchanged or used the kept token.
-    exchanges = exchange_counts(gateway)
+    exchanges = exchange_counts(gateway, at_least=100)
     assert exchanges.get("exchanged", 0) >= sts.count and sum(exchanges.values()) >= 100, exchanges
     assert exchanges.get("cached", 0) >= 100 - workers, exchanges
 
 
-def exchange_counts(envoy: Envoy) -> dict[str, int]:
-    """api_agent_token_exchanges by outcome, summed over APIs, from /stats (either host's naming)."""
+def exchange_counts(envoy: Envoy, at_least: int = 0) -> dict[str, int]:
+    """api_agent_token_exchanges by outcome, summed over APIs, from /stats (either host's naming); read
+    again for up to 3 s until they add up to `at_least` (the dynamic module's counters reach Envoy up to
+    0.1 s late: src/dm/tally.rs)."""
+    deadline = time.monotonic() + 3
+    while True:
+        counts = exchange_counts_now(envoy)
+        if sum(counts.values()) >= at_least or time.monotonic() > deadline:
+            return counts
+        time.sleep(0.05)
+
+
+def exchange_counts_now(envoy: Envoy) -> dict[str, int]:
     counts: dict[str, int] = {}
     for line in (envoy._admin_get("/stats") or "").splitlines():
         name, _, value = line.partition(": ")

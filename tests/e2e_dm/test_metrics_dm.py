@@ -35,6 +35,17 @@ def dm_stat(metric: str, labels: tuple[tuple[str, str], ...]) -> str:
     return "dynamicmodulescustom.api_agent_" + metric + "".join(f".{k}.{v}" for k, v in labels)
 
 
+def counted_when_flushed(envoy: Envoy, before: dict[str, int], expected: dict[str, int], timeout_s: float = 3.0):
+    """`counted`, once the module's counters reached Envoy: streams batch them and the main thread adds
+    them at most 0.1 s later (src/dm/tally.rs). Returns the last reading when `expected` never comes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        delta = counted(envoy, before)
+        if delta == expected or time.monotonic() > deadline:
+            return delta
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def metered(mocks, envoy_binary, wasm, tmp_path_factory):
     cfg = envoy_config(wasm, mocks, metered_plugin(mocks))
@@ -49,8 +60,9 @@ def test_counts_after_known_traffic(metered, mocks):
     before = counters(envoy)
     statuses = send_known_traffic(gw, mocks)
     assert statuses == {**{q: 200 for q in known_traffic()}, "M4 LLM fails later?": 502, BAD_REQUEST: 400}, statuses
-    delta = counted(envoy, before)
-    assert delta == {dm_stat(m, labels): n for (m, labels), n in KNOWN_COUNTS.items()}, delta
+    expected = {dm_stat(m, labels): n for (m, labels), n in KNOWN_COUNTS.items()}
+    delta = counted_when_flushed(envoy, before, expected)
+    assert delta == expected, delta
 
     prometheus = admin(envoy, "/stats/prometheus")
     assert 'envoy_dynamicmodulescustom_api_agent_requests{mode="react",outcome="answered"}' in prometheus
@@ -122,5 +134,11 @@ def test_a_request_envoy_failed_is_counted_with_the_clients_status(fault_gateway
     [line] = request_lines(gw.envoy)[lines_before:]
     outcome = line.split(" outcome=", 1)[1].split(" ", 1)[0]
     assert outcome not in ("answered", "cancelled") and f" status={status} " in line, line
-    requests = {k: v for k, v in counted(gw.envoy, before).items() if "api_agent_requests." in k}
-    assert requests == {dm_stat("requests", (("mode", "react"), ("outcome", outcome))): 1}, requests
+    expected = {dm_stat("requests", (("mode", "react"), ("outcome", outcome))): 1}
+    deadline = time.monotonic() + 3
+    while True:    # counters reach Envoy at most 0.1 s late (`counted_when_flushed`)
+        requests = {k: v for k, v in counted(gw.envoy, before).items() if "api_agent_requests." in k}
+        if requests == expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert requests == expected, requests
