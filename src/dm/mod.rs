@@ -17,7 +17,6 @@ mod abi;
 mod discover;
 mod envoy;
 mod hooks;
-mod logger;
 mod optional;
 mod port;
 mod stream;
@@ -26,6 +25,7 @@ mod timer;
 mod tracing;
 
 use crate::config::Plugin;
+use crate::host::logger::{self, Logger};
 use crate::host::metrics::Metrics;
 use crate::host::Instance;
 use envoy::{CalloutReply, Envoy, EnvoyConfig, StreamEvent};
@@ -69,14 +69,26 @@ thread_local! {
     static INSTANCES: RefCell<Vec<(u64, Rc<Instance>, u64)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// `log` records to Envoy's `[dynamic_modules]` log, secrets masked (`host::logger`).
+static LOGGER: Logger = Logger(envoy::log);
+
+// The layer hands each line its level as `host::logger::level_code` numbers it: this ABI's numbers.
+const _: () = assert!(
+    abi::LOG_TRACE == 0 && abi::LOG_DEBUG == 1 && abi::LOG_INFO == 2 && abi::LOG_WARN == 3 && abi::LOG_ERROR == 4
+);
+
 fn program_init() {
-    logger::install();
+    logger::install(&LOGGER);
     // The message goes to Envoy's log; the hook's catch_unwind turns the panic into a 500.
     std::panic::set_hook(Box::new(|info| log::error!("api-agent panicked: {info}")));
 }
 
 fn config_new(envoy: EnvoyConfig, name: &[u8], text: Vec<u8>) -> Option<Arc<DmConfig>> {
-    logger::read_level();
+    // Envoy's level for dynamic modules (the lowest one enabled), so that records below it are not
+    // even formatted.
+    let levels = [abi::LOG_TRACE, abi::LOG_DEBUG, abi::LOG_INFO, abi::LOG_WARN];
+    let lowest = levels.into_iter().find(|l| envoy::log_enabled(*l));
+    log::set_max_level(logger::filter_of(lowest.unwrap_or(abi::LOG_ERROR)));
     log::info!("api-agent {VERSION} ({BUILD}) loaded as an Envoy dynamic module (ABI v0.2.0)");
     if name != FILTER_NAME {
         log::warn!("api-agent: filter_name is '{}', expected 'api-agent'", String::from_utf8_lossy(name));

@@ -8,6 +8,7 @@ pub mod calls;
 pub mod discovery;
 pub mod exchange;
 pub mod instance;
+pub mod logger;
 pub mod memory;
 pub mod metrics;
 pub mod port;
@@ -16,7 +17,7 @@ pub mod spans;
 pub mod summary;
 pub mod tokens;
 
+pub use calls::Lost;
 pub use exchange::{Exchange, Head, Start};
 pub use instance::Instance;
-pub use port::{Attr, Headers, Port};
-pub use run::{feed, Host};
+pub use port::{Attr, Headers, Host, Port};
