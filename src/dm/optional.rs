@@ -3,7 +3,8 @@
 //! log line), not the whole module's load (a linked import Envoy lacks fails `dlopen`).
 #![allow(unsafe_code)]
 
-use super::abi::ModuleBuffer;
+use super::abi::{ModuleBuffer, RESET_LOCAL};
+use super::envoy::Envoy;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
 
@@ -20,6 +21,8 @@ type SetMetadataString = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleB
 /// The namespace from a serialized `google.protobuf.Struct` (Envoy 1.40; merged into what is there).
 type SetMetadataStruct = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer);
 type SetFilterState = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuffer) -> bool;
+/// `envoy_dynamic_module_callback_http_filter_reset_stream` (filter, reason, details).
+type ResetStream = unsafe extern "C" fn(*mut c_void, u32, ModuleBuffer);
 
 /// The optional callbacks this Envoy has.
 pub struct Optional {
@@ -27,6 +30,7 @@ pub struct Optional {
     pub metadata_string: Option<SetMetadataString>,
     pub metadata_struct: Option<SetMetadataStruct>,
     pub filter_state: Option<SetFilterState>,
+    pub reset_stream: Option<ResetStream>,
 }
 
 pub(super) fn lookup(name: &CStr) -> *mut c_void {
@@ -42,6 +46,7 @@ pub fn optional() -> &'static Optional {
         let string = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_string");
         let whole = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_struct");
         let state = lookup(c"envoy_dynamic_module_callback_http_set_filter_state_bytes");
+        let reset = lookup(c"envoy_dynamic_module_callback_http_filter_reset_stream");
         if number.is_null() || string.is_null() {
             log::warn!(
                 "this Envoy has no dynamic-metadata callbacks: the request summary is not in api_agent metadata"
@@ -61,7 +66,18 @@ pub fn optional() -> &'static Optional {
                 metadata_struct: (!whole.is_null())
                     .then(|| std::mem::transmute::<*mut c_void, SetMetadataStruct>(whole)),
                 filter_state: (!state.is_null()).then(|| std::mem::transmute::<*mut c_void, SetFilterState>(state)),
+                reset_stream: (!reset.is_null()).then(|| std::mem::transmute::<*mut c_void, ResetStream>(reset)),
             }
         }
     })
+}
+
+/// Resets the stream (a local reset, with `details`); false where this Envoy cannot.
+pub fn reset_stream(envoy: Envoy, details: &str) -> bool {
+    let Some(reset) = optional().reset_stream else {
+        return false;
+    };
+    // SAFETY: `envoy` is the live filter of the hook that runs; the details outlive the call.
+    unsafe { reset(envoy.0, RESET_LOCAL, ModuleBuffer::of(details.as_bytes())) };
+    true
 }

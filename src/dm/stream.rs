@@ -5,7 +5,9 @@
 //! answer's status and content type are set when it is known, so a late failure is a real 502/504.
 //! What both hosts decide is in `crate::host`; this file only maps it to the dynamic-module ABI.
 
-use super::abi::{self, Attribute, Body, CALLOUT_RESET, CALLOUT_SUCCESS};
+use super::abi::{
+    self, Attribute, Body, BodyStatus, HeadersStatus, Status, TrailersStatus, CALLOUT_RESET, CALLOUT_SUCCESS,
+};
 use super::envoy::{CalloutReply, Envoy, Scheduler, StreamEvent};
 use super::streamed::Streams;
 use super::{now_ms, timer, tracing, Deferred, DmConfig};
@@ -90,63 +92,68 @@ impl Stream {
 
     // --- hooks ----------------------------------------------------------------------------------
 
-    pub fn on_request_headers(&mut self, end_of_stream: bool) -> u32 {
+    pub fn on_request_headers(&mut self, end_of_stream: bool) -> HeadersStatus {
         let arrival = || {
             let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
             let now_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
             Arrival { now_ns, seq: u64::from(STREAMS.fetch_add(1, Ordering::Relaxed)), live: true }
         };
         match self.ex.start(&self.io.envoy, end_of_stream, arrival) {
-            Start::Pass => abi::CONTINUE,
+            Start::Pass => HeadersStatus::Continue,
             // Held until the body is read: the upstream gets the rewritten request whole, or nothing.
-            Start::Answered | Start::Run => abi::STOP,
+            Start::Answered | Start::Run => HeadersStatus::StopIteration,
         }
     }
 
-    pub fn on_request_body(&mut self, end_of_stream: bool) -> u32 {
+    pub fn on_request_body(&mut self, end_of_stream: bool) -> BodyStatus {
         if !self.ex.reading_request() {
-            return abi::CONTINUE;
+            return BodyStatus::Continue;
         }
         if !end_of_stream {
-            return abi::STOP_AND_BUFFER;
+            return BodyStatus::StopIterationAndBuffer;
         }
-        body_status(self.on_request_end(Hook::RequestBody))
+        status(self.on_request_end(Hook::RequestBody))
     }
 
-    pub fn on_request_trailers(&mut self) -> u32 {
+    pub fn on_request_trailers(&mut self) -> TrailersStatus {
         if !self.ex.reading_request() {
-            return abi::CONTINUE;
+            return TrailersStatus::Continue;
         }
-        hook_status(self.on_request_end(Hook::RequestTrailers))
+        status(self.on_request_end(Hook::RequestTrailers))
     }
 
-    pub fn on_response_headers(&mut self, end_of_stream: bool) -> u32 {
+    pub fn on_response_headers(&mut self, end_of_stream: bool) -> HeadersStatus {
         if !self.ex.running() || self.ex.opened() {
-            return abi::CONTINUE;
+            return HeadersStatus::Continue;
         }
         match self.ex.response_head(&mut self.io, end_of_stream, true) {
-            Head::Pass => abi::CONTINUE,
+            Head::Pass => HeadersStatus::Continue,
             // No body came: the agent read the empty reply; its error is a local reply.
-            Head::Read(act) => hook_status(act),
-            Head::Hold => abi::STOP,
+            Head::Read(act) => status(act),
+            Head::Hold => HeadersStatus::StopIteration,
         }
     }
 
-    pub fn on_response_body(&mut self, end_of_stream: bool) -> u32 {
+    pub fn on_response_body(&mut self, end_of_stream: bool) -> BodyStatus {
         if !self.ex.awaits_upstream_body() || self.ex.opened() {
-            return abi::CONTINUE;
+            return BodyStatus::Continue;
         }
         if !end_of_stream {
-            return abi::STOP_AND_BUFFER;
+            return BodyStatus::StopIterationAndBuffer;
         }
-        body_status(self.on_response_end(Hook::ResponseBody))
+        status(self.on_response_end(Hook::ResponseBody))
     }
 
-    pub fn on_response_trailers(&mut self) -> u32 {
+    pub fn on_response_trailers(&mut self) -> TrailersStatus {
         if !self.ex.awaits_upstream_body() {
-            return abi::CONTINUE;
+            return TrailersStatus::Continue;
         }
-        hook_status(self.on_response_end(Hook::Other))
+        status(self.on_response_end(Hook::Other))
+    }
+
+    /// The filter started the client's response itself (live streaming).
+    pub fn opened(&self) -> bool {
+        self.ex.opened()
     }
 
     /// A callout reply or a wake-up (outside of any header or body hook).
@@ -309,19 +316,11 @@ impl Stream {
     }
 }
 
-/// A header or trailer hook's return.
-fn hook_status(act: Act) -> u32 {
+/// A hook's return: a body hook holds the data (buffered) until the agent lets it go.
+fn status<S: Status>(act: Act) -> S {
     match act {
-        Act::Continue => abi::CONTINUE,
-        Act::Stop => abi::STOP,
-    }
-}
-
-/// A body hook's return: hold the data (buffered) until the agent lets it go.
-fn body_status(act: Act) -> u32 {
-    match act {
-        Act::Continue => abi::CONTINUE,
-        Act::Stop => abi::STOP_AND_BUFFER,
+        Act::Continue => S::CONTINUE,
+        Act::Stop => S::STOP,
     }
 }
 

@@ -7,6 +7,7 @@ pub mod admit;
 pub mod calls;
 pub mod discovery;
 pub mod exchange;
+pub mod fault;
 pub mod instance;
 pub mod logger;
 pub mod memory;
