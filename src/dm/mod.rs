@@ -251,7 +251,7 @@ impl Slot {
         self.poisoned.set(true);
         let fate = fault::fate(path);
         log::error!("{}", fault::line(&panic_location(), Some(fate)));
-        let reset = fate == Fate::Reset && optional::reset_stream(self.envoy, "api_agent_panic");
+        let reset = fate == Fate::Reset && optional::reset_stream(self.envoy.0, "api_agent_panic");
         if !reset {
             // Before the response: the 500. After it, where this Envoy cannot reset a stream: Envoy
             // resets it itself on a local reply that comes too late.

@@ -4,7 +4,6 @@
 #![allow(unsafe_code)]
 
 use super::abi::{ModuleBuffer, RESET_LOCAL};
-use super::envoy::Envoy;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
 
@@ -72,12 +71,13 @@ pub fn optional() -> &'static Optional {
     })
 }
 
-/// Resets the stream (a local reset, with `details`); false where this Envoy cannot.
-pub fn reset_stream(envoy: Envoy, details: &str) -> bool {
+/// Resets the stream of `filter` (Envoy's filter pointer: a local reset, with `details`); false where
+/// this Envoy cannot.
+pub fn reset_stream(filter: *mut c_void, details: &str) -> bool {
     let Some(reset) = optional().reset_stream else {
         return false;
     };
-    // SAFETY: `envoy` is the live filter of the hook that runs; the details outlive the call.
-    unsafe { reset(envoy.0, RESET_LOCAL, ModuleBuffer::of(details.as_bytes())) };
+    // SAFETY: `filter` is the live filter of the hook that runs; the details outlive the call.
+    unsafe { reset(filter, RESET_LOCAL, ModuleBuffer::of(details.as_bytes())) };
     true
 }
