@@ -233,7 +233,7 @@ impl Exchange {
 
     /// What the host should do with its spans since the last event (`agent::spans`).
     pub fn take_spans(&mut self) -> Vec<SpanNote> {
-        self.agent.as_mut().map(Agent::take_spans).unwrap_or_default()
+        self.agent.as_mut().map(Agent::poll_spans).unwrap_or_default()
     }
 
     pub(super) fn set_wake(&mut self, wake: Option<u64>) {
@@ -275,10 +275,7 @@ impl Exchange {
             return;
         };
         self.reported = true;
-        if let Some(status) = host_status {
-            agent.host_answered(status, now_ms);
-        }
-        agent.end_spans();
+        agent.handle(Event::Closed { host_status }, now_ms);
         let r = agent.report();
         if !self.summarized {
             self.summarized = true;
