@@ -322,6 +322,19 @@ fn an_early_wake_up_keeps_the_retry_waiting() {
     assert!(matches!(on_time.first(), Some(Command::Dispatch(_))), "{on_time:?}");
 }
 
+/// The agent keeps no clock: the report ends at the time of the event that ended the request, and
+/// the stream's end (`Event::Closed`) with the status the agent sent changes nothing.
+#[test]
+fn the_report_ends_at_the_event_that_ended_the_request() {
+    use api_agent::agent::{Agent, Event};
+    let cfg = std::rc::Rc::new(Config::from_slice(pets(json!({})).as_bytes()).unwrap());
+    let mut agent = Agent::new(cfg, request_meta("d", 1000, 3));
+    assert!(agent.handle(Event::ClientRequest { body: b"not json" }, 1234).len() == 1);
+    assert_eq!((agent.report().status, agent.report().ended_ms), (400, 1234));
+    assert!(agent.handle(Event::Closed { host_status: Some(400) }, 5000).is_empty());
+    assert_eq!(agent.report().ended_ms, 1234);
+}
+
 #[test]
 fn the_report_carries_the_status_envoy_itself_sent() {
     use api_agent::agent::{Agent, Event, Outcome};
@@ -331,19 +344,19 @@ fn the_report_carries_the_status_envoy_itself_sent() {
     // Still waiting for the LLM when Envoy answered 502 on its own: that is what the client got.
     let mut agent = Agent::new(std::rc::Rc::clone(&cfg), meta("a"));
     agent.handle(Event::ClientRequest { body: body.as_bytes() }, 1000);
-    agent.host_answered(502, 1100);
+    agent.handle(Event::Closed { host_status: Some(502) }, 1100);
     let r = agent.report();
     assert_eq!((r.outcome, r.status, r.code, r.ended_ms), (Outcome::LlmError, 502, Some("host_reply"), 1100));
     // A 2xx while the agent still runs is its own stream the client left; no status at all, the same.
     for status in [200, 0] {
         let mut agent = Agent::new(std::rc::Rc::clone(&cfg), meta("b"));
         agent.handle(Event::ClientRequest { body: body.as_bytes() }, 1000);
-        agent.host_answered(status, 1100);
+        agent.handle(Event::Closed { host_status: Some(status) }, 1100);
         assert_eq!((agent.report().outcome, agent.report().status), (Outcome::Cancelled, 0));
     }
     // An answer the agent finished with its own status is left alone when Envoy agrees.
     let mut agent = Agent::new(cfg, meta("c"));
     agent.handle(Event::ClientRequest { body: b"not json" }, 1000);
-    agent.host_answered(400, 1100);
+    agent.handle(Event::Closed { host_status: Some(400) }, 1100);
     assert_eq!((agent.report().outcome, agent.report().code), (Outcome::ClientError, Some("invalid_request")));
 }

@@ -200,16 +200,16 @@ fn a_request_the_host_ends_closes_its_spans_as_cancelled() {
     let body = user("Pets?").to_string();
     let commands = agent.handle(Event::ClientRequest { body: body.as_bytes() }, START_MS);
     assert!(matches!(commands.as_slice(), [Command::Dispatch(_)]), "{commands:?}");
-    let started: Vec<String> = agent.take_spans().iter().map(span_line).collect();
+    let started: Vec<String> = agent.poll_spans().iter().map(span_line).collect();
     assert!(started.iter().any(|l| l.starts_with("carry 2 call")), "{started:?}");
-    agent.end_spans();
-    let ended: Vec<String> = agent.take_spans().iter().map(span_line).collect();
+    agent.handle(Event::Closed { host_status: None }, 0);
+    let ended: Vec<String> = agent.poll_spans().iter().map(span_line).collect();
     let want = ["tag 2 error.type=cancelled", "close 2", "tag 1 api_agent.outcome=cancelled"];
     assert_eq!(&ended[..3], want, "{ended:?}");
     assert_eq!(ended.last().map(String::as_str), Some("close 1"));
     assert!(ended.contains(&"tag 1 error.type=cancelled".to_string()), "{ended:?}");
-    agent.end_spans();
-    assert!(agent.take_spans().is_empty(), "ended once");
+    agent.handle(Event::Closed { host_status: None }, 0);
+    assert!(agent.poll_spans().is_empty(), "ended once");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The per-request cost of the hot path, counted (never timed): one agent request driven through the
-//! host-neutral layer (`host::Exchange`, `host::feed`) by a counting host, as both shims drive it, with
+//! host-neutral layer (`host::Exchange` and its `on_*` host facts) by a counting host, as both shims drive it, with
 //! a counting global allocator. Every figure is deterministic; each is checked against a ceiling
 //! recorded in `CEILINGS`, so a change that adds host calls or allocations to a request fails here
 //! instead of going unnoticed in a benchmark. `cargo test --test hot_path -- --nocapture` prints the
@@ -7,7 +7,7 @@
 //!
 //! What is counted:
 //! - host calls: every call the layer makes through `Port` (header reads and writes, attributes, local
-//!   replies), `Host` (forward, dispatch, reply, clock, span notes) and `MetricSink` (one per metric update). Each
+//!   replies), `Host` (forward, dispatch, the answer's body, clock, span notes) and `MetricSink` (one per metric update). Each
 //!   shim turns one of these into one ABI call (Proxy-Wasm: plus one `proxy_on_memory_allocate` for a
 //!   value it returns); the shims' own calls (reading bodies, callout replies) are fixed per event
 //!   and listed in BENCHMARKS.md.
@@ -17,13 +17,14 @@
 
 use api_agent::agent::spans::SpanNote;
 use api_agent::agent::summary::Value;
-use api_agent::agent::{Call, CallId, Event, Failure, Reply};
+use api_agent::agent::Call;
 use api_agent::config::Plugin;
 use api_agent::host::admit::Arrival;
+use api_agent::host::calls::Refusal;
 use api_agent::host::metrics::{MetricSink, Metrics, CATALOGUE};
 use api_agent::host::port::SUMMARY_NAMESPACE;
 use api_agent::host::summary::{self, SummaryTarget};
-use api_agent::host::{feed, Attr, Exchange, Head, Headers, Host, Instance, Port, Start};
+use api_agent::host::{Attr, Exchange, Head, Headers, Host, Instance, Port, Start};
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
@@ -145,6 +146,8 @@ struct FakePort<'a> {
     traced: Option<bool>,
     request: Vec<(&'static str, &'static str)>,
     response: Vec<(&'static str, &'static str)>,
+    /// The client got its answer (a local reply, or the held response's new body).
+    answered: Cell<bool>,
 }
 
 impl Port for FakePort<'_> {
@@ -163,6 +166,7 @@ impl Port for FakePort<'_> {
     }
     fn local_reply(&self, _status: u16, _headers: &[(&str, &str)], _body: &[u8]) {
         self.calls.bump(|c| c.local_replies += 1);
+        self.answered.set(true);
     }
     fn set_summary(&self, fields: &[(&'static str, Value)], filter_state: bool) {
         if self.traced.is_some() {
@@ -219,41 +223,43 @@ impl MetricSink for Sink<'_> {
 
 struct FakeHost<'a> {
     calls: &'a Counter,
-    ex: Exchange,
-    sent: Vec<CallId>,
-    replied: Option<u16>,
+    port: FakePort<'a>,
+    /// The tokens of the calls dispatched, in order.
+    sent: Vec<u64>,
     forwarded: usize,
 }
 
-impl Host for FakeHost<'_> {
+impl<'a> Host for FakeHost<'a> {
     type Action = bool;
+    type Port = FakePort<'a>;
+    fn port(&self) -> &FakePort<'a> {
+        &self.port
+    }
     fn holding(&self) -> bool {
         false
     }
     fn passing(&self) -> bool {
         true
     }
-    fn forward(&mut self, body: &[u8]) -> bool {
+    fn forward(&mut self, _rid: &str, body: &[u8]) -> bool {
         self.calls.bump(|c| c.forwards += 1);
         self.forwarded = body.len();
         true
     }
-    fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
+    fn dispatch(&mut self, _call: &Call) -> Result<u64, Refusal> {
         self.calls.bump(|c| c.dispatches += 1);
-        self.sent.push(call.id);
-        Ok(())
+        let token = 100 + self.sent.len() as u64;
+        self.sent.push(token);
+        Ok(token)
     }
-    fn reply(&mut self, reply: Reply) -> bool {
+    fn answer_body(&mut self, _rid: &str, _body: &[u8]) -> bool {
         self.calls.bump(|c| c.replies += 1);
-        self.replied = Some(reply.status);
+        self.port.answered.set(true);
         true
     }
     fn spans(&mut self, notes: Vec<SpanNote>) {
         let n: u32 = notes.iter().map(|n| if matches!(n, SpanNote::Carry { .. }) { 2 } else { 1 }).sum();
         self.calls.bump(|c| c.spans += n);
-    }
-    fn exchange(&mut self) -> &mut Exchange {
-        &mut self.ex
     }
     fn now_ms(&self) -> u64 {
         self.calls.bump(|c| c.clock += 1);
@@ -343,6 +349,7 @@ fn run(case: Case) -> Cost {
             ("authorization", "Bearer sk-client"),
         ],
         response: vec![(":status", "200"), ("content-type", "application/json")],
+        answered: Cell::new(false),
     };
     let request =
         json!({"model": "bench-model", "messages": [{"role": "user", "content": "What is the weather in Jinan?"}]})
@@ -360,38 +367,37 @@ fn run(case: Case) -> Cost {
     let tool_reply = br#"{"temp": 21, "text": "sunny", "marker": "BENCH-MARKER"}"#.to_vec();
     let reply_headers = vec![("content-type".to_string(), "application/json".to_string())];
     let live = case.shape == Shape::Module;
-    let headers_sent = case.shape == Shape::Wasm;
     let request_loop = case.request_loop;
-    let mut host =
-        FakeHost { calls: &counter, ex: Exchange::new(Some(instance)), sent: Vec::new(), replied: None, forwarded: 0 };
-    let on = |host: &mut FakeHost<'_>, id: CallId, body: &[u8]| {
-        feed(host, Event::CallReply { id, status: 200, headers: &reply_headers, body })
+    let mut ex = Exchange::new(Some(instance));
+    let mut host = FakeHost { calls: &counter, port, sent: Vec::new(), forwarded: 0 };
+    let on = |ex: &mut Exchange, host: &mut FakeHost<'_>, token: u64, body: &[u8]| {
+        ex.on_callout_reply(host, token, Some(200), &reply_headers, body)
     };
 
     ALLOCS.with(|a| a.set(0));
     BYTES.with(|b| b.set(0));
     counted(|| {
-        let start = host.ex.start(&port, false, || Arrival { now_ns: 1_000_000_000, seq: 7, live });
+        let start = ex.start(host.port(), false, || Arrival { now_ns: 1_000_000_000, seq: 7, live });
         assert_eq!(start, Start::Run, "{}", case.name());
-        feed(&mut host, Event::ClientRequest { body: &request });
+        ex.on_request_body(&mut host, &request);
         if request_loop {
             // Every turn is a callout.
             let llm = *host.sent.last().unwrap();
-            on(&mut host, llm, &tool_turn);
+            on(&mut ex, &mut host, llm, &tool_turn);
         } else {
             assert!(host.forwarded > 0, "{}", case.name());
-            let head = host.ex.response_head(&port, false, case.shape == Shape::Module);
-            assert!(matches!(head, Head::Hold { status: 200, .. }), "{}: {head:?}", case.name());
-            feed(&mut host, Event::UpstreamReply { status: 200, body: &tool_turn, headers_sent });
+            let head = ex.response_head(&mut host, false, case.shape == Shape::Module);
+            assert!(matches!(head, Head::Hold), "{}: {head:?}", case.name());
+            ex.on_upstream_body(&mut host, &tool_turn);
         }
         let tool = *host.sent.last().unwrap();
-        on(&mut host, tool, &tool_reply);
+        on(&mut ex, &mut host, tool, &tool_reply);
         let llm = *host.sent.last().unwrap();
-        on(&mut host, llm, &final_turn);
-        assert_eq!(host.replied, Some(200), "{}", case.name());
+        on(&mut ex, &mut host, llm, &final_turn);
+        assert!(host.port.answered.get() && ex.is_done(), "{}", case.name());
         let status = (case.shape == Shape::Module).then_some(200);
         let sink = Sink { calls: &counter, counters_batched: case.shape == Shape::Module };
-        host.ex.report(&port, &metrics, &sink, status, 1_000);
+        ex.report(host.port(), &metrics, &sink, status, 1_000);
     });
     Cost { calls: counter.0.get(), allocs: ALLOCS.with(Cell::get), bytes: BYTES.with(Cell::get) }
 }
@@ -419,30 +425,34 @@ fn cases() -> Vec<Case> {
 /// that recorded them (BENCHMARKS.md). Every figure is deterministic: a request that needs more is a
 /// change to the hot path, to be made on purpose (raise the ceiling with the reason in the commit);
 /// lower them when it gets cheaper (the test prints the figures).
+///
+/// The layer owns the answer's response head and the callout table (issue 32): the header writes
+/// (3 on Proxy-Wasm at response-head time, 4 on the dynamic module with the answer) and the table's
+/// one allocation, which the shims made uncounted before, are counted here now; Envoy sees the same calls.
 const CEILINGS: &[(&str, u32, u64, u64)] = &[
-    ("Wasm react loop:response 1 op(s)", 38, 174, 17_097),
+    ("Wasm react loop:response 1 op(s)", 41, 175, 17_177),
     // 128 and 200 operations are more than `tools.threshold` (24): each request is offered a
     // selection (ranked by the catalog index, rendered per request: more allocations, far fewer bytes).
-    ("Wasm react loop:response 200 op(s)", 38, 205, 26_774),
-    ("Wasm react loop:request 1 op(s)", 37, 196, 20_135),
-    ("Wasm react loop:request 200 op(s)", 37, 227, 30_214),
-    ("Wasm native loop:response 1 op(s)", 38, 206, 16_757),
-    ("Wasm native loop:response 128 op(s)", 38, 216, 22_478),
-    ("Wasm native loop:request 1 op(s)", 37, 228, 18_713),
-    ("Wasm native loop:request 128 op(s)", 37, 238, 24_840),
+    ("Wasm react loop:response 200 op(s)", 41, 206, 26_854),
+    ("Wasm react loop:request 1 op(s)", 37, 197, 20_215),
+    ("Wasm react loop:request 200 op(s)", 37, 228, 30_294),
+    ("Wasm native loop:response 1 op(s)", 41, 207, 16_837),
+    ("Wasm native loop:response 128 op(s)", 41, 217, 22_558),
+    ("Wasm native loop:request 1 op(s)", 37, 229, 18_793),
+    ("Wasm native loop:request 128 op(s)", 37, 239, 24_920),
     // The module's counters are batched per configuration (`dm::tally`): its histograms are its
     // only metric calls in a request.
-    ("Module react loop:response 1 op(s)", 28, 175, 17_321),
-    ("Module react loop:response 200 op(s)", 28, 206, 26_998),
-    ("Module react loop:request 1 op(s)", 27, 197, 20_359),
-    ("Module react loop:request 200 op(s)", 27, 228, 30_438),
-    ("Module native loop:response 1 op(s)", 28, 207, 16_981),
-    ("Module native loop:response 128 op(s)", 28, 217, 22_702),
-    ("Module native loop:request 1 op(s)", 27, 229, 18_937),
-    ("Module native loop:request 128 op(s)", 27, 239, 25_064),
+    ("Module react loop:response 1 op(s)", 32, 176, 17_401),
+    ("Module react loop:response 200 op(s)", 32, 207, 27_078),
+    ("Module react loop:request 1 op(s)", 27, 198, 20_439),
+    ("Module react loop:request 200 op(s)", 27, 229, 30_518),
+    ("Module native loop:response 1 op(s)", 32, 208, 17_061),
+    ("Module native loop:response 128 op(s)", 32, 218, 22_782),
+    ("Module native loop:request 1 op(s)", 27, 230, 19_017),
+    ("Module native loop:request 128 op(s)", 27, 240, 25_144),
     // The run's spans (`agent::spans`), made through Envoy's tracer.
-    ("Module react loop:response 1 op(s) traced", 68, 235, 22_117),
-    ("Module native loop:response 1 op(s) traced", 69, 271, 21_807),
+    ("Module react loop:response 1 op(s) traced", 72, 236, 22_125),
+    ("Module native loop:response 1 op(s) traced", 73, 272, 21_815),
 ];
 
 #[test]

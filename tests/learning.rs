@@ -1,18 +1,25 @@
 //! What a plugin instance learns across requests (`host::memory`), driven through the host-neutral
-//! layer (`host::Exchange`, `host::feed`) as both shims drive it: what one client's request teaches is
+//! layer (`host::Exchange` and its `on_*` host facts) as both shims drive it: what one client's request teaches is
 //! kept per configuration and model, bounded and for a while, and never changes another client's
 //! requests to another model; one answer that mentions `</think>` changes no other request.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use api_agent::agent::{Call, Event, Failure, Reply};
+use api_agent::agent::{Call, Reply};
 use api_agent::config::Plugin;
 use api_agent::host::admit::Arrival;
-use api_agent::host::{feed, Attr, Exchange, Headers, Host, Instance, Port, Start};
+use api_agent::host::calls::Refusal;
+use api_agent::host::{Attr, Exchange, Headers, Host, Instance, Port, Start};
 use serde_json::{json, Value};
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-struct FakePort;
+/// The stream; what the client got: the answer's body, or what a live response sent.
+#[derive(Default)]
+struct FakePort {
+    answer: RefCell<Vec<u8>>,
+    status: Cell<Option<u16>>,
+}
 
 impl Port for FakePort {
     fn header(&self, map: Headers, name: &str) -> Option<String> {
@@ -28,7 +35,8 @@ impl Port for FakePort {
         None
     }
     fn local_reply(&self, status: u16, _headers: &[(&str, &str)], body: &[u8]) {
-        panic!("local reply {status}: {}", String::from_utf8_lossy(body));
+        self.status.set(self.status.get().or(Some(status)));
+        self.answer.borrow_mut().extend_from_slice(body);
     }
     fn set_summary(&self, _fields: &[(&'static str, api_agent::agent::summary::Value)], _filter_state: bool) {}
     fn traced(&self) -> bool {
@@ -36,45 +44,56 @@ impl Port for FakePort {
     }
 }
 
+/// One request: the layer's exchange, and the host it runs through.
 struct FakeHost {
     ex: Exchange,
-    now: u64,
-    sent: Vec<Call>,
-    /// What the client got: the answer's body, or what a live response sent.
-    answer: Vec<u8>,
-    status: Option<u16>,
+    io: Io,
 }
 
-impl Host for FakeHost {
+impl FakeHost {
+    fn status(&self) -> Option<u16> {
+        self.io.port.status.get()
+    }
+    fn answer(&self) -> Vec<u8> {
+        self.io.port.answer.borrow().clone()
+    }
+}
+
+struct Io {
+    now: u64,
+    sent: Vec<Call>,
+    port: FakePort,
+}
+
+impl Host for Io {
     type Action = bool;
+    type Port = FakePort;
+    fn port(&self) -> &FakePort {
+        &self.port
+    }
     fn holding(&self) -> bool {
         false
     }
     fn passing(&self) -> bool {
         true
     }
-    fn forward(&mut self, _body: &[u8]) -> bool {
+    fn forward(&mut self, _rid: &str, _body: &[u8]) -> bool {
         panic!("loop: request forwards nothing");
     }
-    fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
+    fn dispatch(&mut self, call: &Call) -> Result<u64, Refusal> {
         self.sent.push(call.clone());
-        Ok(())
+        Ok(u64::from(call.id.0))
     }
-    fn reply(&mut self, reply: Reply) -> bool {
-        self.status = self.status.or(Some(reply.status));
-        self.answer.extend_from_slice(&reply.body);
-        true
+    fn answer_body(&mut self, _rid: &str, _body: &[u8]) -> bool {
+        panic!("loop: request holds no upstream response");
     }
-    fn open(&mut self, reply: Reply) -> bool {
-        self.status = Some(reply.status);
-        self.answer.extend_from_slice(&reply.body);
-        false
+    fn open(&mut self, _rid: &str, reply: &Reply) -> Option<bool> {
+        self.port.status.set(Some(reply.status));
+        self.port.answer.borrow_mut().extend_from_slice(&reply.body);
+        Some(false)
     }
-    fn send(&mut self, data: &[u8]) {
-        self.answer.extend_from_slice(data);
-    }
-    fn exchange(&mut self) -> &mut Exchange {
-        &mut self.ex
+    fn send(&mut self, data: &[u8], _end: bool) {
+        self.port.answer.borrow_mut().extend_from_slice(data);
     }
     fn now_ms(&self) -> u64 {
         self.now
@@ -129,34 +148,28 @@ fn sse(pieces: &[&str]) -> String {
 fn request(instance: &Rc<Instance>, now: u64, body: Value, live: bool, llm: &[(u16, String)]) -> FakeHost {
     let mut host = FakeHost {
         ex: Exchange::new(Some(Rc::clone(instance))),
-        now,
-        sent: Vec::new(),
-        answer: Vec::new(),
-        status: None,
+        io: Io { now, sent: Vec::new(), port: FakePort::default() },
     };
-    let start = host.ex.start(&FakePort, false, || Arrival { now_ns: now * 1_000_000, seq: 1, live });
+    let start = host.ex.start(&host.io.port, false, || Arrival { now_ns: now * 1_000_000, seq: 1, live });
     assert_eq!(start, Start::Run);
-    feed(&mut host, Event::ClientRequest { body: body.to_string().as_bytes() });
+    host.ex.on_request_body(&mut host.io, body.to_string().as_bytes());
     let mut replies: VecDeque<&(u16, String)> = llm.iter().collect();
     let mut answered = 0;
-    while host.status.is_none() || !host.ex.is_done() {
-        let call = host.sent.get(answered).cloned().unwrap_or_else(|| panic!("no call to answer: {:?}", host.status));
+    while host.status().is_none() || !host.ex.is_done() {
+        let call =
+            host.io.sent.get(answered).cloned().unwrap_or_else(|| panic!("no call to answer: {:?}", host.status()));
         answered += 1;
         let (status, reply) = replies.pop_front().expect("an LLM reply left");
         let sse_type = [("content-type".to_string(), "text/event-stream".to_string())];
         let json_type = [("content-type".to_string(), "application/json".to_string())];
         if call.stream && *status == 200 {
-            feed(&mut host, Event::CallHead { id: call.id, status: *status, headers: &sse_type });
-            feed(&mut host, Event::CallData { id: call.id, data: reply.as_bytes() });
-            feed(
-                &mut host,
-                Event::CallReply { id: call.id, status: *status, headers: &sse_type, body: reply.as_bytes() },
-            );
+            let token = u64::from(call.id.0);
+            host.ex.on_callout_head(&mut host.io, token, *status, &sse_type);
+            host.ex.on_callout_data(&mut host.io, token, reply.as_bytes());
+            host.ex.on_callout_reply(&mut host.io, token, Some(*status), &sse_type, reply.as_bytes());
         } else {
-            feed(
-                &mut host,
-                Event::CallReply { id: call.id, status: *status, headers: &json_type, body: reply.as_bytes() },
-            );
+            let token = u64::from(call.id.0);
+            host.ex.on_callout_reply(&mut host.io, token, Some(*status), &json_type, reply.as_bytes());
         }
     }
     host
@@ -164,7 +177,7 @@ fn request(instance: &Rc<Instance>, now: u64, body: Value, live: bool, llm: &[(u
 
 /// (content, reasoning_content) a streaming client got.
 fn streamed(host: &FakeHost) -> (String, String) {
-    let text = String::from_utf8_lossy(&host.answer).to_string();
+    let text = String::from_utf8_lossy(&host.answer()).to_string();
     let (mut content, mut reasoning) = (String::new(), String::new());
     for data in text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
         let v: Value = serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}"));
@@ -176,7 +189,7 @@ fn streamed(host: &FakeHost) -> (String, String) {
 }
 
 fn llm_bodies(host: &FakeHost) -> Vec<Value> {
-    host.sent.iter().map(|c| serde_json::from_slice(c.body.as_ref().unwrap().as_ref()).unwrap()).collect()
+    host.io.sent.iter().map(|c| serde_json::from_slice(c.body.as_ref().unwrap().as_ref()).unwrap()).collect()
 }
 
 fn ask(model: &str) -> Value {
@@ -222,26 +235,25 @@ fn a_react_turn_without_stop_is_still_cut_at_its_observation() {
     let instance2 = Rc::clone(&instance);
     let mut host = FakeHost {
         ex: Exchange::new(Some(instance2)),
-        now: t0 + 1_000,
-        sent: Vec::new(),
-        answer: Vec::new(),
-        status: None,
+        io: Io { now: t0 + 1_000, sent: Vec::new(), port: FakePort::default() },
     };
     assert_eq!(
-        host.ex.start(&FakePort, false, || Arrival { now_ns: (t0 + 1_000) * 1_000_000, seq: 2, live: false }),
+        host.ex.start(&host.io.port, false, || Arrival { now_ns: (t0 + 1_000) * 1_000_000, seq: 2, live: false }),
         Start::Run
     );
-    feed(&mut host, Event::ClientRequest { body: ask("model-x").to_string().as_bytes() });
-    let llm = host.sent[0].clone();
+    host.ex.on_request_body(&mut host.io, ask("model-x").to_string().as_bytes());
+    let llm = host.io.sent[0].clone();
     let body: Value = serde_json::from_slice(llm.body.as_ref().unwrap().as_ref()).unwrap();
     assert!(body.get("stop").is_none(), "learnt: {body}");
     let json_type = [("content-type".to_string(), "application/json".to_string())];
-    feed(
-        &mut host,
-        Event::CallReply { id: llm.id, status: 200, headers: &json_type, body: completion(invented).as_bytes() },
+    let token = u64::from(llm.id.0);
+    host.ex.on_callout_reply(&mut host.io, token, Some(200), &json_type, completion(invented).as_bytes());
+    assert!(
+        host.status().is_none(),
+        "the invented answer went to the client: {}",
+        String::from_utf8_lossy(&host.answer())
     );
-    assert!(host.status.is_none(), "the invented answer went to the client: {}", String::from_utf8_lossy(&host.answer));
-    let tool = host.sent.last().unwrap().clone();
+    let tool = host.io.sent.last().unwrap().clone();
     assert_eq!(tool.cluster, "outbound|8080||pets.svc", "the tool is called: {tool:?}");
     // Nor is an answer read past an invented observation.
     let invented =
@@ -249,7 +261,7 @@ fn a_react_turn_without_stop_is_still_cut_at_its_observation() {
     let again = completion("Final Answer: I could not tell.");
     let c = request(&instance, t0 + 2_000, ask("model-x"), false, &[(200, completion(invented)), (200, again)]);
     assert_eq!(llm_bodies(&c).len(), 2, "the invented answer was taken");
-    assert!(!String::from_utf8_lossy(&c.answer).contains("unicorn"));
+    assert!(!String::from_utf8_lossy(&c.answer()).contains("unicorn"));
 }
 
 #[test]

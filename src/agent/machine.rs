@@ -63,8 +63,6 @@ pub struct Machine {
     pub(super) meta: RequestMeta,
     pub(super) response: Response,
     calls: Calls,
-    /// The host's clock at the event being handled.
-    now: u64,
     pub(super) report: Report,
     steps: Steps,
     /// MCP sessions, from the instance's memory and told back (`learning`).
@@ -102,7 +100,6 @@ impl Machine {
         let mcp_sessions = meta.memory.mcp.clone();
         Machine {
             response: Response::new(&cfg, &meta),
-            now: meta.now_ms,
             cfg,
             meta,
             calls,
@@ -124,15 +121,20 @@ impl Machine {
     }
 
     /// Feeds one event; the commands are for the host to run now (`Agent::handle`).
+    /// `now_ms` is the one time of the event: no clock is kept between events.
     pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Vec<Command> {
-        self.now = now_ms;
         let keep_alive = if let Event::Wake = event { self.response.keep_alive(now_ms) } else { None };
         let state = std::mem::replace(&mut self.state, State::Done);
+        let was_done = matches!(state, State::Done);
         let (state, mut commands) = self.step(state, event, now_ms);
         if let Some(send) = keep_alive.filter(|_| !matches!(state, State::Done)) {
             commands.insert(0, send);
         }
         if matches!(state, State::Done) {
+            if !was_done {
+                // The request ends with this event: its time is the report's end.
+                self.report.ended(now_ms);
+            }
             self.spans.end_run(&self.report);
         }
         self.state = state;
@@ -352,7 +354,7 @@ impl Machine {
         self.spans.chat_tag("http.response.status_code", status);
         if c.replies == 1 && !(200..300).contains(&status) {
             // The provider's own answer to the client's request: its status and error, as sent.
-            self.report.failed(status, ErrorCode::UpstreamError, now_ms);
+            self.report.failed(status, ErrorCode::UpstreamError);
             log::warn!("#{} the LLM answered the first turn HTTP {status}: {}", self.meta.id, calls::excerpt(body));
             return (State::Done, vec![Command::Reply(finish::upstream_error(status, body))]);
         }
@@ -524,7 +526,7 @@ impl Machine {
     fn finish(&mut self, c: &Convo, content: &str, reason: FinishReason, tool_calls: Option<&Value>) -> Step {
         match self.response.answer(c, content, reason, tool_calls, self.steps.value()) {
             Ok(reply) => {
-                self.report.answered(reason == FinishReason::Length, self.now);
+                self.report.answered(reason == FinishReason::Length);
                 if self.budget_spent {
                     self.report.outcome = Outcome::Budget;
                 }
@@ -537,7 +539,7 @@ impl Machine {
     fn fail(&mut self, e: AgentError) -> Step {
         // The message can quote upstream bodies: debug only (the request's info line has the code).
         log::debug!("#{} request failed ({}): {}", self.meta.id, e.status, truncate(&e.message, 300));
-        self.report.failed(e.status, e.code, self.now);
+        self.report.failed(e.status, e.code);
         (State::Done, vec![Command::Reply(self.response.error(&e))])
     }
 }

@@ -59,7 +59,7 @@ impl Agent {
     }
 
     /// The host makes real spans for this request (its stream is traced): the agent notes them
-    /// (`take_spans`). Before the request's body is read.
+    /// (`poll_spans`). Before the request's body is read.
     pub fn trace(&mut self) {
         let cfg = self.machine.cfg();
         let content = cfg.tracing.content.then(|| {
@@ -76,16 +76,10 @@ impl Agent {
         }
     }
 
-    /// What the host should do with its spans since the last call, in order; before it runs the
-    /// commands of the same event.
-    pub fn take_spans(&mut self) -> Vec<spans::SpanNote> {
+    /// The agent's one poll (`protocol`): what the host should do with its spans since the last
+    /// call, in order; before it runs the commands of the same event.
+    pub fn poll_spans(&mut self) -> Vec<spans::SpanNote> {
         self.machine.spans.take()
-    }
-
-    /// The request ends here (the host closes the stream): spans still open end, as cancelled if the
-    /// agent had not answered.
-    pub fn end_spans(&mut self) {
-        self.machine.spans.end_run(&self.machine.report);
     }
 
     /// What the request did so far (complete once `is_done`).
@@ -108,13 +102,17 @@ impl Agent {
         matches!(self.machine.state, State::AwaitRequest)
     }
 
-    /// The stream ended with the client holding `status` from the host (Envoy's own reply when it gave
-    /// up on the held upstream reply, or an answer it could not write): the report says what the client
-    /// got rather than `cancelled` or the answer the agent meant.
-    pub fn host_answered(&mut self, status: u16, now_ms: u64) {
-        if self.machine.report.host_answered(status, self.is_done(), now_ms) {
-            log::info!("#{} the client got HTTP {status} from Envoy itself", self.machine.meta.id);
+    /// The stream ended (`Event::Closed`). With the client holding `status` from the host (Envoy's own
+    /// reply when it gave up on the held upstream reply, or an answer it could not write), the report
+    /// says what the client got rather than `cancelled` or the answer the agent meant. Spans still
+    /// open end, as cancelled if the agent had not answered.
+    fn closed(&mut self, host_status: Option<u16>, now_ms: u64) {
+        if let Some(status) = host_status {
+            if self.machine.report.host_answered(status, self.is_done(), now_ms) {
+                log::info!("#{} the client got HTTP {status} from Envoy itself", self.machine.meta.id);
+            }
         }
+        self.machine.spans.end_run(&self.machine.report);
     }
 
     pub fn is_done(&self) -> bool {
@@ -124,6 +122,10 @@ impl Agent {
     /// Feeds one event; the commands are for the host to run now. While a retry waits, the last
     /// command is `WakeAt` with the time the agent wants `Event::Wake`.
     pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Vec<Command> {
+        if let Event::Closed { host_status } = event {
+            self.closed(host_status, now_ms);
+            return Vec::new();
+        }
         self.machine.handle(event, now_ms)
     }
 }

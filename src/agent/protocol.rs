@@ -1,6 +1,14 @@
-//! The only types the host exchanges with the agent: what it knows of a request (what the instance
-//! learnt from earlier requests included: `Memory`), events in, commands out (what this request
-//! learns included: `Command::Learn`). The agent has no other way in or out but `take_spans`.
+//! The agent's contract with its host, and the only types they exchange.
+//!
+//! - **In**: `Agent::new(config, RequestMeta)` (what the host knows of the request, what the instance
+//!   learnt from earlier requests included: `Memory`; ids, times and seeds that would otherwise come
+//!   from a clock or a random source), `Agent::trace()` once before the first event when the host
+//!   makes spans, then one `Event` at a time with its time: `Agent::handle(event, now_ms)`. The agent
+//!   keeps no clock between events; the stream's end is an event too (`Event::Closed`).
+//! - **Out**: the `Command`s `handle` returns, to run in order (what this request learns included:
+//!   `Command::Learn`), and one documented poll: `Agent::poll_spans()`, the span notes since the last
+//!   event, for a host that makes spans. The rest of `Agent`'s methods only read its state (`report`,
+//!   `id`, `is_done`, `awaits_request`, `wants_stream`); nothing else leaves the agent.
 
 pub use super::body::Body;
 use super::mcp::Sessions as McpSessions;
@@ -180,6 +188,12 @@ pub enum Event<'a> {
     },
     /// The time the agent asked for with `Command::WakeAt` has come (a retry's backoff is over).
     Wake,
+    /// The host is done with the stream (it closed, answered or not). `host_status`: what the client
+    /// got, where the host can tell (Envoy's own reply may have replaced the agent's answer). Spans
+    /// still open end; the report says what the client got. No command follows.
+    Closed {
+        host_status: Option<u16>,
+    },
 }
 
 impl Event<'_> {
@@ -193,6 +207,7 @@ impl Event<'_> {
             Event::CallReply { id, status, .. } => format!("reply {status} to call {}", id.0),
             Event::CallFailed { id, .. } => format!("failure of call {}", id.0),
             Event::Wake => "wake-up".into(),
+            Event::Closed { .. } => "the stream's end".into(),
         }
     }
 }

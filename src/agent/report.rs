@@ -161,19 +161,22 @@ impl Report {
         }
     }
 
-    /// The request was answered at `ended_ms` (`limit`: for want of turns).
-    pub fn answered(&mut self, limit: bool, ended_ms: u64) {
+    /// The request was answered (`limit`: for want of turns); when, `ended` says.
+    pub fn answered(&mut self, limit: bool) {
         self.outcome = if limit { Outcome::IterationLimit } else { Outcome::Answered };
         self.status = 200;
-        self.ended_ms = ended_ms;
     }
 
-    /// The request failed at `ended_ms` with `status` and `code`.
-    pub fn failed(&mut self, status: u16, code: ErrorCode, ended_ms: u64) {
+    /// The request failed with `status` and `code`; when, `ended` says.
+    pub fn failed(&mut self, status: u16, code: ErrorCode) {
         self.outcome = Outcome::of_error(status, code);
         self.status = status;
         self.code = Some(code.as_str());
-        self.ended_ms = ended_ms;
+    }
+
+    /// The agent answered at `now_ms`: the time of the event that ended the request.
+    pub fn ended(&mut self, now_ms: u64) {
+        self.ended_ms = now_ms;
     }
 
     /// The client got `status` from the host itself (`done`: after the agent's own answer): the

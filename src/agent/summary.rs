@@ -91,24 +91,30 @@ mod tests {
     fn every_outcome_in_the_summarys_words() {
         let mut r = report();
         assert_eq!(r.summary_outcome(), "cancelled");
-        r.answered(false, 1500);
+        r.answered(false);
+        r.ended(1500);
         assert_eq!(r.summary_outcome(), "answer");
-        r.answered(true, 1500);
+        r.answered(true);
+        r.ended(1500);
         assert_eq!(r.summary_outcome(), "limit");
         r.outcome = Outcome::Budget;
         assert_eq!(r.summary_outcome(), "budget");
-        r.failed(504, ErrorCode::RequestTimeout, 1600);
+        r.failed(504, ErrorCode::RequestTimeout);
+        r.ended(1600);
         assert_eq!(r.summary_outcome(), "deadline");
-        r.failed(504, ErrorCode::LlmTimeout, 1600);
+        r.failed(504, ErrorCode::LlmTimeout);
+        r.ended(1600);
         assert_eq!(r.summary_outcome(), "error:llm_timeout");
-        r.failed(502, ErrorCode::LlmError, 1600);
+        r.failed(502, ErrorCode::LlmError);
+        r.ended(1600);
         assert_eq!(r.summary_outcome(), "error:llm_error");
     }
 
     #[test]
     fn fields_count_turns_tools_errors_tokens_and_time() {
         let mut r = report();
-        r.answered(false, 1250);
+        r.answered(false);
+        r.ended(1250);
         let text: Vec<String> = r.fields().iter().map(|(k, v)| format!("{k}={v}")).collect();
         assert_eq!(
             text.join(" "),

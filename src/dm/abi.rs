@@ -1,9 +1,11 @@
 //! Envoy dynamic-module ABI (`v0.2.0`, Envoy 1.40), raw: the C types, the enums as the integers C
 //! passes, and the callbacks this filter calls, declared by hand from
-//! `source/extensions/dynamic_modules/abi/abi.h`. `envoy.rs` wraps them safely, `hooks.rs` exports the
-//! hooks Envoy calls; these three files are the only `unsafe` of the dynamic-module build. C enums
-//! cross as plain integers (a value outside a Rust enum would be undefined behaviour); Envoy's
-//! `{ptr, length}` structs are `#[repr(C)]` pairs.
+//! `source/extensions/dynamic_modules/abi/abi.h` and checked against it by `tests/dm_abi.rs` (every
+//! declaration here and in `hooks.rs`: names, parameter and return types, enum values). `envoy.rs`
+//! wraps them safely, `hooks.rs` exports the hooks Envoy calls; these three files are the only
+//! `unsafe` of the dynamic-module build. C enums Envoy passes in cross as plain integers (a value
+//! outside a Rust enum would be undefined behaviour); what a hook returns is a Rust enum per hook
+//! kind; Envoy's `{ptr, length}` structs are `#[repr(C)]` pairs.
 #![allow(unsafe_code)]
 
 use std::ffi::c_void;
@@ -161,13 +163,55 @@ pub const INIT_MISSING_HEADERS: u32 = 1;
 pub const INIT_CLUSTER_NOT_FOUND: u32 = 2;
 pub const INIT_CANNOT_CREATE: u32 = 4;
 
-/// What the header, body and trailer hooks return (FilterHeadersStatus / FilterDataStatus /
-/// FilterTrailersStatus share 0 for Continue).
-pub const CONTINUE: u32 = 0;
-/// Headers: StopIteration (the body hooks are still called). Trailers: StopIteration.
-pub const STOP: u32 = 1;
-/// Body: StopIterationAndBuffer.
-pub const STOP_AND_BUFFER: u32 = 1;
+/// `envoy_dynamic_module_type_on_http_filter_{request,response}_headers_status`: what a header
+/// hook returns. Each hook kind has its own type, so a body status cannot leave a header hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum HeadersStatus {
+    Continue = 0,
+    /// The body hooks are still called.
+    StopIteration = 1,
+}
+
+/// `envoy_dynamic_module_type_on_http_filter_{request,response}_body_status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum BodyStatus {
+    Continue = 0,
+    StopIterationAndBuffer = 1,
+}
+
+/// `envoy_dynamic_module_type_on_http_filter_{request,response}_trailers_status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum TrailersStatus {
+    Continue = 0,
+    StopIteration = 1,
+}
+
+/// A hook's status: let the data go on, or hold it.
+pub trait Status: Copy {
+    const CONTINUE: Self;
+    const STOP: Self;
+}
+
+impl Status for HeadersStatus {
+    const CONTINUE: Self = HeadersStatus::Continue;
+    const STOP: Self = HeadersStatus::StopIteration;
+}
+
+impl Status for BodyStatus {
+    const CONTINUE: Self = BodyStatus::Continue;
+    const STOP: Self = BodyStatus::StopIterationAndBuffer;
+}
+
+impl Status for TrailersStatus {
+    const CONTINUE: Self = TrailersStatus::Continue;
+    const STOP: Self = TrailersStatus::StopIteration;
+}
+
+/// `envoy_dynamic_module_type_http_filter_stream_reset_reason`: a local reset.
+pub const RESET_LOCAL: u32 = 0;
 
 // Resolved against the Envoy binary at load time: a cdylib is linked with BIND_NOW, so a callback this
 // Envoy does not export fails the load (`undefined symbol`), which is the version check there is.

@@ -3,7 +3,9 @@
 //! the slot's `catch_unwind`: no panic crosses into Envoy.
 #![allow(unsafe_code)]
 
-use super::abi::{copy_chunks, copy_headers, EnvoyBuffer, EnvoyHeader, CALLOUT_SUCCESS, CONTINUE};
+use super::abi::{
+    copy_chunks, copy_headers, BodyStatus, EnvoyBuffer, EnvoyHeader, HeadersStatus, TrailersStatus, CALLOUT_SUCCESS,
+};
 use super::envoy::{CalloutReply, Envoy, EnvoyConfig, StreamEvent};
 use super::{discover, Deferred, DmConfig, Slot};
 use crate::host::calls::split_status;
@@ -77,8 +79,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     _f: *mut c_void,
     m: *const c_void,
     eos: bool,
-) -> u32 {
-    slot(m).map_or(CONTINUE, |s| s.request_headers(eos))
+) -> HeadersStatus {
+    slot(m).map_or(HeadersStatus::Continue, |s| s.request_headers(eos))
 }
 
 #[no_mangle]
@@ -86,13 +88,16 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
     _f: *mut c_void,
     m: *const c_void,
     eos: bool,
-) -> u32 {
-    slot(m).map_or(CONTINUE, |s| s.request_body(eos))
+) -> BodyStatus {
+    slot(m).map_or(BodyStatus::Continue, |s| s.request_body(eos))
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(_f: *mut c_void, m: *const c_void) -> u32 {
-    slot(m).map_or(CONTINUE, Slot::request_trailers)
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
+    _f: *mut c_void,
+    m: *const c_void,
+) -> TrailersStatus {
+    slot(m).map_or(TrailersStatus::Continue, Slot::request_trailers)
 }
 
 #[no_mangle]
@@ -100,8 +105,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
     _f: *mut c_void,
     m: *const c_void,
     eos: bool,
-) -> u32 {
-    slot(m).map_or(CONTINUE, |s| s.response_headers(eos))
+) -> HeadersStatus {
+    slot(m).map_or(HeadersStatus::Continue, |s| s.response_headers(eos))
 }
 
 #[no_mangle]
@@ -109,13 +114,16 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
     _f: *mut c_void,
     m: *const c_void,
     eos: bool,
-) -> u32 {
-    slot(m).map_or(CONTINUE, |s| s.response_body(eos))
+) -> BodyStatus {
+    slot(m).map_or(BodyStatus::Continue, |s| s.response_body(eos))
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(_f: *mut c_void, m: *const c_void) -> u32 {
-    slot(m).map_or(CONTINUE, Slot::response_trailers)
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
+    _f: *mut c_void,
+    m: *const c_void,
+) -> TrailersStatus {
+    slot(m).map_or(TrailersStatus::Continue, Slot::response_trailers)
 }
 
 #[no_mangle]
@@ -264,9 +272,11 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
     guard(|| discover::on_reply(id, callout, reply));
 }
 
-/// A panic on the main thread is logged (by the panic hook) and goes no further.
+/// A panic on the main thread is logged (once, where it happened) and goes no further.
 fn guard(f: impl FnOnce()) {
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+        log::error!("{}", crate::host::fault::line(&super::panic_location(), None));
+    }
 }
 
 // Streamed callouts of the configuration: never started; defined with the callout hook they belong to.

@@ -17,7 +17,6 @@ mod abi;
 mod discover;
 mod envoy;
 mod hooks;
-mod logger;
 mod optional;
 mod port;
 mod stream;
@@ -27,8 +26,11 @@ mod timer;
 mod tracing;
 
 use crate::config::Plugin;
+use crate::host::fault::{self, Fate, Path};
+use crate::host::logger::{self, Logger};
 use crate::host::metrics::Metrics;
 use crate::host::Instance;
+use abi::{BodyStatus, HeadersStatus, Status, TrailersStatus};
 use envoy::{CalloutReply, Envoy, EnvoyConfig, StreamEvent};
 use port::StatId;
 use std::cell::{Cell, RefCell};
@@ -73,14 +75,40 @@ thread_local! {
     static INSTANCES: RefCell<Vec<(u64, Rc<Instance>, u64)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// `log` records to Envoy's `[dynamic_modules]` log, secrets masked (`host::logger`).
+static LOGGER: Logger = Logger(envoy::log);
+
+// The layer hands each line its level as `host::logger::level_code` numbers it: this ABI's numbers.
+const _: () = assert!(
+    abi::LOG_TRACE == 0 && abi::LOG_DEBUG == 1 && abi::LOG_INFO == 2 && abi::LOG_WARN == 3 && abi::LOG_ERROR == 4
+);
+
+thread_local! {
+    /// Where the last panic on this thread happened, for the one line that reports it.
+    static PANICKED_AT: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
 fn program_init() {
-    logger::install();
-    // The message goes to Envoy's log; the hook's catch_unwind turns the panic into a 500.
-    std::panic::set_hook(Box::new(|info| log::error!("api-agent panicked: {info}")));
+    logger::install(&LOGGER);
+    // Only where: what a panic carries may hold a body or a secret. The catch_unwind that stops it
+    // logs the line with what became of the stream (`host::fault`).
+    std::panic::set_hook(Box::new(|info| {
+        let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        PANICKED_AT.with(|p| *p.borrow_mut() = at);
+    }));
+}
+
+/// Where the last panic on this thread happened.
+fn panic_location() -> String {
+    PANICKED_AT.with(|p| std::mem::take(&mut *p.borrow_mut()))
 }
 
 fn config_new(envoy: EnvoyConfig, name: &[u8], text: Vec<u8>) -> Option<Arc<DmConfig>> {
-    logger::read_level();
+    // Envoy's level for dynamic modules (the lowest one enabled), so that records below it are not
+    // even formatted.
+    let levels = [abi::LOG_TRACE, abi::LOG_DEBUG, abi::LOG_INFO, abi::LOG_WARN];
+    let lowest = levels.into_iter().find(|l| envoy::log_enabled(*l));
+    log::set_max_level(logger::filter_of(lowest.unwrap_or(abi::LOG_ERROR)));
     log::info!("api-agent {VERSION} ({BUILD}) loaded as an Envoy dynamic module (ABI v0.2.0)");
     if name != FILTER_NAME {
         log::warn!("api-agent: filter_name is '{}', expected 'api-agent'", String::from_utf8_lossy(name));
@@ -170,8 +198,10 @@ pub struct Slot {
     envoy: Envoy,
     stream: RefCell<Stream>,
     pending: RefCell<Vec<Deferred>>,
-    /// A hook panicked: the stream was answered with a 500 and is left alone from then on.
+    /// A hook panicked: the stream was answered with a 500 (or reset) and is left alone from then on.
     poisoned: Cell<bool>,
+    /// A response hook ran: a panic from now on resets the stream.
+    response: Cell<bool>,
 }
 
 impl Slot {
@@ -182,17 +212,22 @@ impl Slot {
             stream: RefCell::new(Stream::new(envoy, cfg, instance)),
             pending: RefCell::new(Vec::new()),
             poisoned: Cell::new(false),
+            response: Cell::new(false),
         }
     }
 
-    /// Runs one hook on the stream, then what was queued meanwhile; `busy` is the answer to a
-    /// re-entrant call. A panic becomes a 500 for this request.
-    fn run(&self, busy: u32, f: impl FnOnce(&mut Stream) -> u32) -> u32 {
+    /// Runs one hook on the stream, then what was queued meanwhile; a re-entrant call, or one on a
+    /// stream a panic left, lets the data go on. A panic answers 500 while no response has begun,
+    /// else resets the stream (`host::fault`); `response`: the hook is one of the response's.
+    fn run<S: Status>(&self, response: bool, f: impl FnOnce(&mut Stream) -> S) -> S {
         if self.poisoned.get() {
-            return abi::CONTINUE;
+            return S::CONTINUE;
+        }
+        if response {
+            self.response.set(true);
         }
         let Ok(mut stream) = self.stream.try_borrow_mut() else {
-            return busy;
+            return S::CONTINUE;
         };
         let result = catch_unwind(AssertUnwindSafe(|| {
             let action = f(&mut stream);
@@ -208,62 +243,73 @@ impl Slot {
             stream.sync_wake();
             action
         }));
+        let begun = self.response.get() || stream.opened();
         drop(stream);
-        result.unwrap_or_else(|_| self.panicked())
+        match result {
+            Ok(action) => action,
+            Err(_) => {
+                self.panicked(Path::of(begun));
+                S::STOP
+            }
+        }
     }
 
-    fn panicked(&self) -> u32 {
+    /// A panic: the stream is answered or reset, and left alone from then on.
+    fn panicked(&self, path: Path) {
         self.poisoned.set(true);
-        let err = crate::openai::answer::error("internal error in the api-agent filter", "api_error", "internal_error");
-        self.envoy.send_response(
-            500,
-            &[("content-type", crate::openai::answer::JSON)],
-            err.to_string().as_bytes(),
-            "api_agent_panic",
-        );
-        abi::STOP
+        let fate = fault::fate(path);
+        log::error!("{}", fault::line(&panic_location(), Some(fate)));
+        let reset = fate == Fate::Reset && optional::reset_stream(self.envoy.0, "api_agent_panic");
+        if !reset {
+            // Before the response: the 500. After it, where this Envoy cannot reset a stream: Envoy
+            // resets it itself on a local reply that comes too late.
+            let headers = [("content-type", crate::openai::answer::JSON)];
+            self.envoy.send_response(500, &headers, &fault::body(), "api_agent_panic");
+        }
     }
 
-    fn request_headers(&self, eos: bool) -> u32 {
-        self.run(abi::CONTINUE, |s| s.on_request_headers(eos))
+    fn request_headers(&self, eos: bool) -> HeadersStatus {
+        self.run(false, |s| s.on_request_headers(eos))
     }
 
-    fn request_body(&self, eos: bool) -> u32 {
-        self.run(abi::CONTINUE, |s| s.on_request_body(eos))
+    fn request_body(&self, eos: bool) -> BodyStatus {
+        self.run(false, |s| s.on_request_body(eos))
     }
 
-    fn request_trailers(&self) -> u32 {
-        self.run(abi::CONTINUE, Stream::on_request_trailers)
+    fn request_trailers(&self) -> TrailersStatus {
+        self.run(false, Stream::on_request_trailers)
     }
 
-    fn response_headers(&self, eos: bool) -> u32 {
-        self.run(abi::CONTINUE, |s| s.on_response_headers(eos))
+    fn response_headers(&self, eos: bool) -> HeadersStatus {
+        self.run(true, |s| s.on_response_headers(eos))
     }
 
-    fn response_body(&self, eos: bool) -> u32 {
-        self.run(abi::CONTINUE, |s| s.on_response_body(eos))
+    fn response_body(&self, eos: bool) -> BodyStatus {
+        self.run(true, |s| s.on_response_body(eos))
     }
 
-    fn response_trailers(&self) -> u32 {
-        self.run(abi::CONTINUE, Stream::on_response_trailers)
+    fn response_trailers(&self) -> TrailersStatus {
+        self.run(true, Stream::on_response_trailers)
     }
 
     fn stream_complete(&self) {
-        self.run(abi::CONTINUE, |s| {
+        self.run(false, |s| {
             s.on_closed();
-            abi::CONTINUE
+            HeadersStatus::Continue
         });
     }
 
     /// A callout reply or a wake-up: handled now, or after the hook that is running.
     fn deliver(&self, d: Deferred) {
         self.pending.borrow_mut().push(d);
-        self.run(abi::CONTINUE, |_| abi::CONTINUE);
+        self.run(false, |_| HeadersStatus::Continue);
     }
 
     fn destroy(&self) {
         if let Ok(mut s) = self.stream.try_borrow_mut() {
-            let _ = catch_unwind(AssertUnwindSafe(|| s.on_destroy()));
+            if catch_unwind(AssertUnwindSafe(|| s.on_destroy())).is_err() {
+                log::error!("{}", fault::line(&panic_location(), None));
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 //! log line), not the whole module's load (a linked import Envoy lacks fails `dlopen`).
 #![allow(unsafe_code)]
 
-use super::abi::ModuleBuffer;
+use super::abi::{ModuleBuffer, RESET_LOCAL};
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
 
@@ -23,6 +23,8 @@ type SetFilterState = unsafe extern "C" fn(*mut c_void, ModuleBuffer, ModuleBuff
 /// A counter of the configuration, from the main thread: (configuration, id, label values, their
 /// number, value) → metrics result, as the stream's `increment_counter`.
 type ConfigIncrement = unsafe extern "C" fn(*mut c_void, usize, *mut ModuleBuffer, usize, u64) -> u32;
+/// `envoy_dynamic_module_callback_http_filter_reset_stream` (filter, reason, details).
+type ResetStream = unsafe extern "C" fn(*mut c_void, u32, ModuleBuffer);
 
 /// The optional callbacks this Envoy has.
 pub struct Optional {
@@ -32,6 +34,7 @@ pub struct Optional {
     pub filter_state: Option<SetFilterState>,
     /// Without it each stream adds its counters itself (`dm::tally`).
     pub config_increment: Option<ConfigIncrement>,
+    pub reset_stream: Option<ResetStream>,
 }
 
 pub(super) fn lookup(name: &CStr) -> *mut c_void {
@@ -48,6 +51,7 @@ pub fn optional() -> &'static Optional {
         let whole = lookup(c"envoy_dynamic_module_callback_http_set_dynamic_metadata_struct");
         let state = lookup(c"envoy_dynamic_module_callback_http_set_filter_state_bytes");
         let increment = lookup(c"envoy_dynamic_module_callback_http_filter_config_increment_counter");
+        let reset = lookup(c"envoy_dynamic_module_callback_http_filter_reset_stream");
         if number.is_null() || string.is_null() {
             log::warn!(
                 "this Envoy has no dynamic-metadata callbacks: the request summary is not in api_agent metadata"
@@ -69,7 +73,19 @@ pub fn optional() -> &'static Optional {
                 filter_state: (!state.is_null()).then(|| std::mem::transmute::<*mut c_void, SetFilterState>(state)),
                 config_increment: (!increment.is_null())
                     .then(|| std::mem::transmute::<*mut c_void, ConfigIncrement>(increment)),
+                reset_stream: (!reset.is_null()).then(|| std::mem::transmute::<*mut c_void, ResetStream>(reset)),
             }
         }
     })
+}
+
+/// Resets the stream of `filter` (Envoy's filter pointer: a local reset, with `details`); false where
+/// this Envoy cannot.
+pub fn reset_stream(filter: *mut c_void, details: &str) -> bool {
+    let Some(reset) = optional().reset_stream else {
+        return false;
+    };
+    // SAFETY: `filter` is the live filter of the hook that runs; the details outlive the call.
+    unsafe { reset(filter, RESET_LOCAL, ModuleBuffer::of(details.as_bytes())) };
+    true
 }

@@ -5,29 +5,23 @@
 //! answer's status and content type are set when it is known, so a late failure is a real 502/504.
 //! What both hosts decide is in `crate::host`; this file only maps it to the dynamic-module ABI.
 
-use super::abi::{self, Attribute, Body, CALLOUT_RESET, CALLOUT_SUCCESS};
+use super::abi::{
+    self, Attribute, Body, BodyStatus, HeadersStatus, Status, TrailersStatus, CALLOUT_RESET, CALLOUT_SUCCESS,
+};
 use super::envoy::{CalloutReply, Envoy, Scheduler, StreamEvent};
 use super::port::Metered;
 use super::streamed::Streams;
 use super::{now_ms, timer, tracing, Deferred, DmConfig};
 use crate::agent::spans::SpanNote;
-use crate::agent::{Call, CallId, Event, Failure, Reply};
+use crate::agent::{Call, Reply};
 use crate::host::admit::Arrival;
 use crate::host::calls::{self, Refusal};
-use crate::host::port::set_header;
 use crate::host::spans::SpanTable;
-use crate::host::{feed, Exchange, Head, Headers, Host, Instance, Start};
+use crate::host::{Exchange, Head, Host, Instance, Lost, Start};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Request,
-    /// The upstream's response headers are held (not sent) until the agent answers.
-    Held,
-}
 
 /// Which hook is running: it decides which body buffers hold the data (the chunk a body hook is
 /// given is not in the buffered body yet).
@@ -53,25 +47,29 @@ pub enum Act {
     Stop,
 }
 
+/// Streamed callouts' tokens carry this bit: Envoy numbers streams and callouts apart.
+const STREAM_TOKEN: u64 = 1 << 63;
+
 static STREAMS: AtomicU32 = AtomicU32::new(0);
 
 pub struct Stream {
-    envoy: Envoy,
     cfg: Arc<DmConfig>,
     ex: Exchange,
-    phase: Phase,
-    hook: Hook,
-    /// Envoy's ids of streamed callouts → what they brought so far.
-    streams: Streams,
-    /// The client's response was started by the filter (live streaming): the rest goes as data.
-    opened: bool,
+    io: Io,
     /// Envoy completed the stream: later callout events are dropped.
     closed: bool,
-    upstream_status: u16,
     /// The wake-up asked of the timer thread: its number and time.
     timer: Option<(u64, u64)>,
     timers: u64,
     scheduler: Option<Scheduler>,
+}
+
+/// What the layer asks of Envoy for one stream (`Host`).
+struct Io {
+    envoy: Envoy,
+    hook: Hook,
+    /// Envoy's ids of streamed callouts → what they brought so far.
+    streams: Streams,
     /// The agent's spans, made through Envoy's tracer (a traced stream only).
     spans: SpanTable<tracing::Span>,
 }
@@ -79,96 +77,84 @@ pub struct Stream {
 impl Stream {
     pub fn new(envoy: Envoy, cfg: Arc<DmConfig>, instance: Option<Rc<Instance>>) -> Stream {
         Stream {
-            envoy,
             cfg,
             ex: Exchange::new(instance),
-            phase: Phase::Request,
-            hook: Hook::Other,
-            streams: Streams::default(),
-            opened: false,
+            io: Io { envoy, hook: Hook::Other, streams: Streams::default(), spans: SpanTable::default() },
             closed: false,
-            upstream_status: 0,
             timer: None,
             timers: 0,
             scheduler: None,
-            spans: SpanTable::default(),
         }
+    }
+
+    fn envoy(&self) -> Envoy {
+        self.io.envoy
     }
 
     // --- hooks ----------------------------------------------------------------------------------
 
-    pub fn on_request_headers(&mut self, end_of_stream: bool) -> u32 {
+    pub fn on_request_headers(&mut self, end_of_stream: bool) -> HeadersStatus {
         let arrival = || {
             let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
             let now_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
             Arrival { now_ns, seq: u64::from(STREAMS.fetch_add(1, Ordering::Relaxed)), live: true }
         };
-        match self.ex.start(&self.envoy, end_of_stream, arrival) {
-            Start::Pass => abi::CONTINUE,
+        match self.ex.start(&self.io.envoy, end_of_stream, arrival) {
+            Start::Pass => HeadersStatus::Continue,
             // Held until the body is read: the upstream gets the rewritten request whole, or nothing.
-            Start::Answered | Start::Run => abi::STOP,
+            Start::Answered | Start::Run => HeadersStatus::StopIteration,
         }
     }
 
-    pub fn on_request_body(&mut self, end_of_stream: bool) -> u32 {
-        if !self.ex.running() || self.phase != Phase::Request {
-            return abi::CONTINUE;
+    pub fn on_request_body(&mut self, end_of_stream: bool) -> BodyStatus {
+        if !self.ex.reading_request() {
+            return BodyStatus::Continue;
         }
         if !end_of_stream {
-            return abi::STOP_AND_BUFFER;
+            return BodyStatus::StopIterationAndBuffer;
         }
-        self.hook = Hook::RequestBody;
-        let act = self.on_request_end();
-        self.hook = Hook::Other;
-        body_status(act)
+        status(self.on_request_end(Hook::RequestBody))
     }
 
-    pub fn on_request_trailers(&mut self) -> u32 {
-        if !self.ex.running() || self.phase != Phase::Request {
-            return abi::CONTINUE;
+    pub fn on_request_trailers(&mut self) -> TrailersStatus {
+        if !self.ex.reading_request() {
+            return TrailersStatus::Continue;
         }
-        self.hook = Hook::RequestTrailers;
-        let act = self.on_request_end();
-        self.hook = Hook::Other;
-        hook_status(act)
+        status(self.on_request_end(Hook::RequestTrailers))
     }
 
-    pub fn on_response_headers(&mut self, end_of_stream: bool) -> u32 {
-        if !self.ex.running() || self.opened {
-            return abi::CONTINUE;
+    pub fn on_response_headers(&mut self, end_of_stream: bool) -> HeadersStatus {
+        if !self.ex.running() || self.ex.opened() {
+            return HeadersStatus::Continue;
         }
-        match self.ex.response_head(&self.envoy, end_of_stream, true) {
-            Head::Pass => abi::CONTINUE,
-            // No body will come: the agent reads the empty reply now; its error is a local reply.
-            Head::Empty(status) => {
-                hook_status(self.feed(Event::UpstreamReply { status, body: &[], headers_sent: false }))
-            }
-            Head::Hold { status, .. } => {
-                self.upstream_status = status;
-                self.phase = Phase::Held;
-                abi::STOP
-            }
+        match self.ex.response_head(&mut self.io, end_of_stream, true) {
+            Head::Pass => HeadersStatus::Continue,
+            // No body came: the agent read the empty reply; its error is a local reply.
+            Head::Read(act) => status(act),
+            Head::Hold => HeadersStatus::StopIteration,
         }
     }
 
-    pub fn on_response_body(&mut self, end_of_stream: bool) -> u32 {
-        if !(self.phase == Phase::Held && self.ex.running()) || self.opened {
-            return abi::CONTINUE;
+    pub fn on_response_body(&mut self, end_of_stream: bool) -> BodyStatus {
+        if !self.ex.awaits_upstream_body() || self.ex.opened() {
+            return BodyStatus::Continue;
         }
         if !end_of_stream {
-            return abi::STOP_AND_BUFFER;
+            return BodyStatus::StopIterationAndBuffer;
         }
-        self.hook = Hook::ResponseBody;
-        let act = self.on_response_end();
-        self.hook = Hook::Other;
-        body_status(act)
+        status(self.on_response_end(Hook::ResponseBody))
     }
 
-    pub fn on_response_trailers(&mut self) -> u32 {
-        if !(self.phase == Phase::Held && self.ex.running()) {
-            return abi::CONTINUE;
+    pub fn on_response_trailers(&mut self) -> TrailersStatus {
+        if !self.ex.awaits_upstream_body() {
+            return TrailersStatus::Continue;
         }
-        hook_status(self.on_response_end())
+        status(self.on_response_end(Hook::Other))
+    }
+
+    /// The filter started the client's response itself (live streaming).
+    pub fn opened(&self) -> bool {
+        self.ex.opened()
     }
 
     /// A callout reply or a wake-up (outside of any header or body hook).
@@ -185,11 +171,11 @@ impl Stream {
                     return;
                 }
                 self.timer = None;
-                self.feed(Event::Wake)
+                self.ex.on_wake(&mut self.io)
             }
         };
-        if act == Act::Continue && self.phase == Phase::Held {
-            self.envoy.continue_encoding();
+        if act == Act::Continue && self.ex.response_held() {
+            self.envoy().continue_encoding();
         }
     }
 
@@ -199,8 +185,8 @@ impl Stream {
         self.close_scheduler();
         self.closed = true;
         // A streamed callout still running (the client left mid-answer) is of no use now.
-        for sid in self.streams.take_all() {
-            self.envoy.reset_stream(sid);
+        for sid in self.io.streams.take_all() {
+            self.io.envoy.reset_stream(sid);
         }
     }
 
@@ -209,73 +195,46 @@ impl Stream {
         self.close_scheduler();
     }
 
-    // --- the agent ------------------------------------------------------------------------------
+    // --- the layer ------------------------------------------------------------------------------
 
-    /// The whole body: the buffered chunks, then (in a body hook) the one handed over. Each buffer
-    /// reserves its own size as it is copied (no separate size calls).
-    fn whole_body(&self, received: Body, buffered: Body) -> Vec<u8> {
-        let in_hook = self.hook.is_body();
-        let mut body = Vec::new();
-        self.envoy.body_into(buffered, &mut body);
-        if in_hook {
-            self.envoy.body_into(received, &mut body);
-        }
-        body
+    fn on_request_end(&mut self, hook: Hook) -> Act {
+        self.io.hook = hook;
+        let body = self.io.whole_body(Body::ReceivedRequest, Body::BufferedRequest);
+        let act = self.ex.on_request_body(&mut self.io, &body);
+        self.io.hook = Hook::Other;
+        act
     }
 
-    fn on_request_end(&mut self) -> Act {
-        let body = self.whole_body(Body::ReceivedRequest, Body::BufferedRequest);
-        self.feed(Event::ClientRequest { body: &body })
-    }
-
-    fn on_response_end(&mut self) -> Act {
-        let body = self.whole_body(Body::ReceivedResponse, Body::BufferedResponse);
-        let status = self.upstream_status;
-        // The headers are still ours: the agent answers with the status its answer means.
-        self.feed(Event::UpstreamReply { status, body: &body, headers_sent: false })
+    /// The headers are still ours: the agent answers with the status its answer means.
+    fn on_response_end(&mut self, hook: Hook) -> Act {
+        self.io.hook = hook;
+        let body = self.io.whole_body(Body::ReceivedResponse, Body::BufferedResponse);
+        let act = self.ex.on_upstream_body(&mut self.io, &body);
+        self.io.hook = Hook::Other;
+        act
     }
 
     fn on_callout(&mut self, reply: CalloutReply) -> Act {
-        let Some(id) = self.ex.calls.take(reply.id) else {
-            log::warn!("#{} reply for unknown callout {}", self.ex.rid(), reply.id);
-            return Act::Stop;
-        };
         let (status, headers) = calls::split_status(reply.headers);
-        let failure = match reply.result {
-            CALLOUT_SUCCESS => calls::classify(status, &reply.body),
-            CALLOUT_RESET => Some(Failure::Broken("no response (reset)".into())),
-            _ => Some(Failure::Broken("the reply exceeded the buffer limit".into())),
-        };
-        self.end_call(id, failure, status, &headers, &reply.body)
-    }
-
-    /// A call is over: its failure, or its whole reply.
-    fn end_call(
-        &mut self,
-        id: CallId,
-        failure: Option<Failure>,
-        status: Option<u16>,
-        headers: &[(String, String)],
-        body: &[u8],
-    ) -> Act {
-        match (failure, status) {
-            (Some(f), _) => self.feed(Event::CallFailed { id, failure: &f }),
-            (None, Some(status)) => self.feed(Event::CallReply { id, status, headers, body }),
-            (None, None) => Act::Stop,
+        match reply.result {
+            CALLOUT_SUCCESS => self.ex.on_callout_reply(&mut self.io, reply.id, status, &headers, &reply.body),
+            CALLOUT_RESET => self.ex.on_callout_failed(&mut self.io, reply.id, Lost::Reset),
+            _ => self.ex.on_callout_failed(&mut self.io, reply.id, Lost::OverLimit),
         }
     }
 
     /// An event of a streamed callout: its head and bytes go to the agent as they come; its end as
     /// the whole reply (or a failure), as for a callout.
     fn on_stream(&mut self, sid: u64, event: StreamEvent) -> Act {
-        let Some(id) = self.streams.call(sid) else {
+        if !self.io.streams.has(sid) {
             return Act::Stop;
-        };
+        }
+        let token = sid | STREAM_TOKEN;
         match event {
             StreamEvent::Headers(headers, end) => {
-                let (status, headers) = self.streams.head(sid, headers);
+                let (status, headers) = self.io.streams.head(sid, headers);
                 let act = match status {
-                    Some(status) => self.feed(Event::CallHead { id, status, headers: &headers }),
+                    Some(status) => self.ex.on_callout_head(&mut self.io, token, status, &headers),
                     None => Act::Stop,
                 };
                 if end {
@@ -284,12 +243,11 @@ impl Stream {
                 act
             }
             StreamEvent::Data(data, end) => {
-                if !self.streams.data(sid, &data) {
-                    self.envoy.reset_stream(sid);
-                    let f = Failure::Broken("the reply exceeded the buffer limit".into());
-                    return self.feed(Event::CallFailed { id, failure: &f });
+                if !self.io.streams.data(sid, &data) {
+                    self.io.envoy.reset_stream(sid);
+                    return self.ex.on_callout_failed(&mut self.io, token, Lost::OverLimit);
                 }
-                let act = if data.is_empty() { Act::Stop } else { self.feed(Event::CallData { id, data: &data }) };
+                let act = self.ex.on_callout_data(&mut self.io, token, &data);
                 if end {
                     return self.end_stream(sid);
                 }
@@ -297,40 +255,19 @@ impl Stream {
             }
             StreamEvent::Complete => self.end_stream(sid),
             StreamEvent::Reset(reason) => {
-                self.streams.remove(sid);
-                log::debug!("#{} streamed call {} reset (reason {reason})", self.ex.rid(), id.0);
-                let f = Failure::Broken("no response (reset)".into());
-                self.feed(Event::CallFailed { id, failure: &f })
+                self.io.streams.remove(sid);
+                log::debug!("#{} streamed call {sid} reset (reason {reason})", self.ex.rid());
+                self.ex.on_callout_failed(&mut self.io, token, Lost::Reset)
             }
         }
     }
 
     /// A streamed callout ended: its whole reply, read as a callout's.
     fn end_stream(&mut self, sid: u64) -> Act {
-        let Some(e) = self.streams.end(sid) else {
+        let Some(e) = self.io.streams.end(sid) else {
             return Act::Stop;
         };
-        self.end_call(e.id, e.failure, e.status, &e.headers, &e.body)
-    }
-
-    /// Reported when the stream completes: Envoy may still fail to deliver the answer. The summary
-    /// goes out with the answer (`reply`): at the stream's end Envoy no longer lets a module set it.
-    fn feed(&mut self, event: Event<'_>) -> Act {
-        feed(self, event)
-    }
-
-    /// Replaces a whole body: in a body hook, the chunk being handed over counts too.
-    fn replace_body(&self, received: Body, buffered: Body, body: &[u8]) {
-        self.envoy.drain(buffered);
-        let target = if self.hook.is_body() {
-            self.envoy.drain(received);
-            received
-        } else {
-            buffered
-        };
-        if !self.envoy.append(target, body) {
-            log::error!("#{} writing the body failed", self.ex.rid());
-        }
+        self.ex.on_callout_reply(&mut self.io, sid | STREAM_TOKEN, e.status, &e.headers, &e.body)
     }
 
     /// After every hook: one wake-up for the agent's next `WakeAt`, if it wants one.
@@ -345,7 +282,8 @@ impl Stream {
     fn start_timer(&mut self, at: u64) {
         self.timers += 1;
         let n = self.timers;
-        let scheduler = self.scheduler.get_or_insert_with(|| self.envoy.scheduler()).clone();
+        let envoy = self.envoy();
+        let scheduler = self.scheduler.get_or_insert_with(|| envoy.scheduler()).clone();
         let wait = Duration::from_millis(at.saturating_sub(now_ms()));
         if timer::wake_after(wait, scheduler, n) {
             self.timer = Some((n, at));
@@ -362,39 +300,66 @@ impl Stream {
     }
 
     /// The request's metrics and its one info line, once, with the status the client really got.
+    /// Reported when the stream completes: Envoy may still fail to deliver the answer (the summary
+    /// went out with the answer: at the stream's end Envoy no longer lets a module set it).
     fn report(&mut self) {
+        let envoy = self.envoy();
         // MCP listings of the main thread are counted here: Envoy's metrics are recorded by streams.
-        let sink = Metered { envoy: self.envoy, tally: self.cfg.tally.as_ref() };
+        let sink = Metered { envoy, tally: self.cfg.tally.as_ref() };
         for (api, outcome) in self.cfg.published.take_counts() {
             self.cfg.metrics.mcp_listing(&sink, api, outcome);
         }
-        let status = self.envoy.attribute_int(Attribute::ResponseCode).and_then(|c| u16::try_from(c).ok());
-        self.ex.report(&self.envoy, &self.cfg.metrics, &sink, Some(status.unwrap_or(0)), now_ms());
+        let status = envoy.attribute_int(Attribute::ResponseCode).and_then(|c| u16::try_from(c).ok());
+        self.ex.report(&envoy, &self.cfg.metrics, &sink, Some(status.unwrap_or(0)), now_ms());
         // The spans still open end with the stream (the agent's notes say how; the rest end as they are).
         let notes = self.ex.take_spans();
-        self.spans.apply(&self.envoy, notes);
-        self.spans.finish_all(&self.envoy);
+        self.io.spans.apply(&envoy, notes);
+        self.io.spans.finish_all(&envoy);
     }
 }
 
-/// A header or trailer hook's return.
-fn hook_status(act: Act) -> u32 {
+/// A hook's return: a body hook holds the data (buffered) until the agent lets it go.
+fn status<S: Status>(act: Act) -> S {
     match act {
-        Act::Continue => abi::CONTINUE,
-        Act::Stop => abi::STOP,
+        Act::Continue => S::CONTINUE,
+        Act::Stop => S::STOP,
     }
 }
 
-/// A body hook's return: hold the data (buffered) until the agent lets it go.
-fn body_status(act: Act) -> u32 {
-    match act {
-        Act::Continue => abi::CONTINUE,
-        Act::Stop => abi::STOP_AND_BUFFER,
+impl Io {
+    /// The whole body: the buffered chunks, then (in a body hook) the one handed over. Each buffer
+    /// reserves its own size as it is copied (no separate size calls).
+    fn whole_body(&self, received: Body, buffered: Body) -> Vec<u8> {
+        let mut body = Vec::new();
+        self.envoy.body_into(buffered, &mut body);
+        if self.hook.is_body() {
+            self.envoy.body_into(received, &mut body);
+        }
+        body
+    }
+
+    /// Replaces a whole body: in a body hook, the chunk being handed over counts too.
+    fn replace_body(&self, rid: &str, received: Body, buffered: Body, body: &[u8]) {
+        self.envoy.drain(buffered);
+        let target = if self.hook.is_body() {
+            self.envoy.drain(received);
+            received
+        } else {
+            buffered
+        };
+        if !self.envoy.append(target, body) {
+            log::error!("#{rid} writing the body failed");
+        }
     }
 }
 
-impl Host for Stream {
+impl Host for Io {
     type Action = Act;
+    type Port = Envoy;
+
+    fn port(&self) -> &Envoy {
+        &self.envoy
+    }
 
     fn holding(&self) -> Act {
         Act::Stop
@@ -404,16 +369,16 @@ impl Host for Stream {
         Act::Continue
     }
 
-    fn forward(&mut self, body: &[u8]) -> Act {
+    fn forward(&mut self, rid: &str, body: &[u8]) -> Act {
         if !matches!(self.hook, Hook::RequestBody | Hook::RequestTrailers) {
-            log::error!("#{} the first LLM request came after the request was read; not sent", self.ex.rid());
+            log::error!("#{rid} the first LLM request came after the request was read; not sent");
             return Act::Stop;
         }
-        self.replace_body(Body::ReceivedRequest, Body::BufferedRequest, body);
+        self.replace_body(rid, Body::ReceivedRequest, Body::BufferedRequest, body);
         Act::Continue
     }
 
-    fn dispatch(&mut self, call: &Call) -> Result<(), Failure> {
+    fn dispatch(&mut self, call: &Call) -> Result<u64, Refusal> {
         let context = self.spans.context(&self.envoy, call.id, &call.headers);
         let mut out = calls::Outgoing::of_call(call);
         for (name, value) in &context {
@@ -424,87 +389,43 @@ impl Host for Stream {
             // LLM server reads chunked request bodies.
             let length = out.body.unwrap_or_default().len().to_string();
             out.headers.push(("content-length", &length));
-            self.envoy.start_stream(&out).map(|sid| self.streams.insert(sid, call.id))
+            self.envoy.start_stream(&out).map(|sid| {
+                self.streams.insert(sid);
+                sid | STREAM_TOKEN
+            })
         } else {
-            self.envoy.callout(&out).map(|id| self.ex.calls.insert(id, call.id))
+            self.envoy.callout(&out)
         };
-        match started {
-            Ok(()) => {
-                calls::log_sent(self.ex.rid(), call);
-                Ok(())
-            }
-            Err(code) => {
-                log::warn!("#{} dispatch to cluster '{}' refused ({code})", self.ex.rid(), call.cluster);
-                let kind = match code {
-                    abi::INIT_CANNOT_CREATE => Refusal::FailedAtOnce,
-                    abi::INIT_CLUSTER_NOT_FOUND => Refusal::NoCluster,
-                    abi::INIT_MISSING_HEADERS => Refusal::MissingHeaders,
-                    other => Refusal::Other(other),
-                };
-                Err(calls::refused(kind, &call.cluster))
-            }
-        }
+        started.map_err(|code| match code {
+            abi::INIT_CANNOT_CREATE => Refusal::FailedAtOnce,
+            abi::INIT_CLUSTER_NOT_FOUND => Refusal::NoCluster,
+            abi::INIT_MISSING_HEADERS => Refusal::MissingHeaders,
+            other => Refusal::Other(other),
+        })
     }
 
     /// Live streaming: the response starts now, from the filter (the request is never forwarded).
-    fn open(&mut self, reply: Reply) -> Act {
-        if self.phase != Phase::Request || self.opened {
-            log::error!("#{} the response cannot be started now; {} bytes not sent", self.ex.rid(), reply.body.len());
-            return Act::Stop;
-        }
+    fn open(&mut self, _rid: &str, reply: &Reply) -> Option<Act> {
         let status = reply.status.to_string();
         let headers =
             [(":status", status.as_str()), ("content-type", reply.content_type), ("cache-control", "no-cache")];
-        self.opened = true;
         self.envoy.send_headers(&headers, false);
         self.envoy.send_data(&reply.body, false);
-        Act::Stop
+        Some(Act::Stop)
     }
 
-    fn send(&mut self, data: &[u8]) {
-        if self.opened {
-            self.envoy.send_data(data, false);
-        }
+    fn send(&mut self, data: &[u8], end: bool) {
+        self.envoy.send_data(data, end);
     }
 
-    /// The answer: a local reply while nothing was sent; else into the held response, or the end of
-    /// the response the filter started.
-    fn reply(&mut self, reply: Reply) -> Act {
-        // Before the answer goes out: ending the response can end the stream inside the call.
-        self.ex.summarize(&self.envoy);
-        if self.opened {
-            self.envoy.send_data(&reply.body, true);
-            return Act::Stop;
-        }
-        match self.phase {
-            Phase::Request => {
-                let headers = [("content-type", reply.content_type)];
-                self.envoy.send_response(reply.status, &headers, &reply.body, "api_agent");
-                Act::Stop
-            }
-            Phase::Held => {
-                let rid = self.ex.rid().to_string();
-                if reply.status >= 400 {
-                    log::info!("#{rid} late error {} sent with its status", reply.status);
-                }
-                let status = reply.status.to_string();
-                set_header(&self.envoy, &rid, Headers::Response, ":status", Some(&status));
-                set_header(&self.envoy, &rid, Headers::Response, "content-type", Some(reply.content_type));
-                set_header(&self.envoy, &rid, Headers::Response, "content-length", None);
-                // The body written here is never compressed, whatever the provider did.
-                set_header(&self.envoy, &rid, Headers::Response, "content-encoding", None);
-                self.replace_body(Body::ReceivedResponse, Body::BufferedResponse, &reply.body);
-                Act::Continue
-            }
-        }
+    /// The held response's body becomes the answer.
+    fn answer_body(&mut self, rid: &str, body: &[u8]) -> Act {
+        self.replace_body(rid, Body::ReceivedResponse, Body::BufferedResponse, body);
+        Act::Continue
     }
 
     fn spans(&mut self, notes: Vec<SpanNote>) {
         self.spans.apply(&self.envoy, notes);
-    }
-
-    fn exchange(&mut self) -> &mut Exchange {
-        &mut self.ex
     }
 
     fn now_ms(&self) -> u64 {

@@ -1,7 +1,6 @@
 //! Streamed callouts in flight (live streaming): their head and body as they come. The agent reads a
 //! 2xx SSE reply from its data as it arrives, so that body is not kept a second time.
 
-use crate::agent::{CallId, Failure};
 use crate::host::calls;
 use crate::openai::answer;
 use std::collections::BTreeMap;
@@ -10,9 +9,8 @@ use std::collections::BTreeMap;
 /// times its text), and above what this Envoy lets a plain callout buffer in the fault suite (28 MiB).
 const STREAMED_REPLY_LIMIT: usize = 64 << 20;
 
-/// A streamed callout: the agent's call, and its head and body so far.
+/// A streamed callout: its head and body so far.
 struct Streamed {
-    id: CallId,
     status: Option<u16>,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
@@ -21,10 +19,8 @@ struct Streamed {
     sse: bool,
 }
 
-/// A streamed callout that ended: its failure, or its whole reply.
+/// A streamed callout that ended: its whole reply, as far as it came.
 pub struct Ended {
-    pub id: CallId,
-    pub failure: Option<Failure>,
     pub status: Option<u16>,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -35,13 +31,13 @@ pub struct Ended {
 pub struct Streams(BTreeMap<u64, Streamed>);
 
 impl Streams {
-    pub fn insert(&mut self, sid: u64, id: CallId) {
-        let s = Streamed { id, status: None, headers: Vec::new(), body: Vec::new(), received: 0, sse: false };
+    pub fn insert(&mut self, sid: u64) {
+        let s = Streamed { status: None, headers: Vec::new(), body: Vec::new(), received: 0, sse: false };
         self.0.insert(sid, s);
     }
 
-    pub fn call(&self, sid: u64) -> Option<CallId> {
-        self.0.get(&sid).map(|s| s.id)
+    pub fn has(&self, sid: u64) -> bool {
+        self.0.contains_key(&sid)
     }
 
     /// The reply's head: its status and headers (`:status` taken out), kept for the end.
@@ -75,13 +71,12 @@ impl Streams {
     /// The stream ended: its whole reply, read as a callout's.
     pub fn end(&mut self, sid: u64) -> Option<Ended> {
         let s = self.0.remove(&sid)?;
-        let failure = calls::classify(s.status, &s.body);
-        Some(Ended { id: s.id, failure, status: s.status, headers: s.headers, body: s.body })
+        Some(Ended { status: s.status, headers: s.headers, body: s.body })
     }
 
-    /// Forgets a stream (reset, or no longer wanted); its call, if it was known.
-    pub fn remove(&mut self, sid: u64) -> Option<CallId> {
-        self.0.remove(&sid).map(|s| s.id)
+    /// Forgets a stream (reset, or no longer wanted).
+    pub fn remove(&mut self, sid: u64) {
+        self.0.remove(&sid);
     }
 
     /// Every stream still open, forgotten.

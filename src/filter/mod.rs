@@ -11,11 +11,11 @@
 
 mod abi;
 mod http;
-mod logger;
 mod port;
 
 use crate::config::Plugin;
 use crate::host::discovery::Listings;
+use crate::host::logger::{self, Logger};
 use crate::host::metrics::Metrics;
 use crate::host::Instance;
 use crate::vec_map::VecMap;
@@ -109,6 +109,14 @@ fn lists_servers(root: u32) -> bool {
     LISTINGS.with(|l| l.borrow().get(&root).is_some_and(Listings::any))
 }
 
+/// `log` records to the host's log, secrets masked (`host::logger`).
+static LOGGER: Logger = Logger(abi::log);
+
+// The layer hands each line its level as `host::logger::level_code` numbers it: this ABI's numbers.
+const _: () = assert!(
+    abi::LOG_TRACE == 0 && abi::LOG_DEBUG == 1 && abi::LOG_INFO == 2 && abi::LOG_WARN == 3 && abi::LOG_ERROR == 4
+);
+
 #[cfg(target_os = "wasi")]
 extern "C" {
     fn __wasm_call_ctors();
@@ -122,7 +130,7 @@ pub extern "C" fn _initialize() {
         __wasm_call_ctors();
     }
     // Host calls are not allowed here (Envoy: "restricted_callback"); the level is read at VM start.
-    logger::install();
+    logger::install(&LOGGER);
 }
 
 #[no_mangle]
@@ -144,7 +152,8 @@ pub extern "C" fn proxy_on_context_create(id: u32, root_id: u32) {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_vm_start(_id: u32, _size: usize) -> u32 {
-    logger::read_level();
+    // The host's level, so that records below it are not even formatted.
+    log::set_max_level(logger::filter_of(abi::log_level().unwrap_or(abi::LOG_INFO)));
     log::info!("api-agent {VERSION} ({BUILD}) started");
     1
 }

@@ -15,6 +15,11 @@ impl CallTable {
         self.0.insert(token, id);
     }
 
+    /// The call a streamed reply's head or data belongs to (it stays until its end).
+    pub fn get(&self, token: u64) -> Option<CallId> {
+        self.0.get(&token).copied()
+    }
+
     /// The call a reply belongs to (once: a second reply for one token is unknown).
     pub fn take(&mut self, token: u64) -> Option<CallId> {
         self.0.remove(&token)
@@ -80,10 +85,28 @@ pub fn split_status(mut headers: Vec<(String, String)>) -> (Option<u16>, Vec<(St
     (status, headers)
 }
 
+/// How a callout ended without a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lost {
+    /// Reset, or no `:status`.
+    Reset,
+    /// The reply went over the host's buffer limit.
+    OverLimit,
+}
+
+impl Lost {
+    pub fn failure(self) -> Failure {
+        match self {
+            Lost::Reset => Failure::Broken("no response (reset)".into()),
+            Lost::OverLimit => Failure::Broken("the reply exceeded the buffer limit".into()),
+        }
+    }
+}
+
 /// A reply without `:status`, or Envoy's own timeout and connect-failure replies, are failures.
 pub fn classify(status: Option<u16>, body: &[u8]) -> Option<Failure> {
     match status {
-        None => Some(Failure::Broken("no response (reset)".into())),
+        None => Some(Lost::Reset.failure()),
         Some(504) if body == b"upstream request timeout" => Some(Failure::Timeout),
         Some(503) if body.starts_with(b"upstream connect error or disconnect/reset before headers") => {
             Some(Failure::Broken(String::from_utf8_lossy(body).into_owned()))

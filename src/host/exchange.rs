@@ -6,7 +6,7 @@ use super::admit::{self, Arrival};
 use super::calls::CallTable;
 use super::instance::Instance;
 use super::metrics::{MetricSink, Metrics};
-use super::port::{set_header, Attr, Headers, Port};
+use super::port::{answer_head, set_header, Attr, Headers, Host, Port};
 use crate::agent::spans::SpanNote;
 use crate::agent::{Agent, Api, Command, Event, Lesson};
 use crate::config::{Config, LoopPhase};
@@ -25,13 +25,21 @@ pub enum Start {
 
 /// What the response head of the forwarded first turn means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Head {
+pub enum Head<A> {
     /// Not the agent's to handle (the agent let go of the request): passed to the client as is.
     Pass,
-    /// Headers only, no body will come: the agent reads the empty reply now.
-    Empty(u16),
-    /// The body is the first turn: hold it. `ok`: a 2xx; `stream`: the client asked for SSE.
-    Hold { status: u16, ok: bool, stream: bool },
+    /// Headers only, no body will come: the agent read the empty reply; what the callback returns.
+    Read(A),
+    /// The body is the first turn: hold it until the agent answers (`on_upstream_body`).
+    Hold,
+}
+
+/// The upstream's response head, held by the layer while the agent runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Upstream {
+    pub status: u16,
+    /// The host sent the head on already (Proxy-Wasm): a late error can only go in the body.
+    pub headers_sent: bool,
 }
 
 pub struct Exchange {
@@ -43,7 +51,11 @@ pub struct Exchange {
     agent: Option<Agent>,
     /// The request's id, as the agent and its logs know it.
     rid: String,
-    pub calls: CallTable,
+    pub(super) calls: CallTable,
+    /// The upstream's response head, once the agent holds the response.
+    pub(super) upstream: Option<Upstream>,
+    /// The filter started the client's response (live streaming): the rest goes as data.
+    pub(super) opened: bool,
     /// When the agent wants `Event::Wake`.
     wake: Option<u64>,
     /// The request's metrics and log line went out.
@@ -61,6 +73,8 @@ impl Exchange {
             agent: None,
             rid: String::new(),
             calls: CallTable::default(),
+            upstream: None,
+            opened: false,
             wake: None,
             reported: false,
             summarized: false,
@@ -80,8 +94,29 @@ impl Exchange {
         self.agent.as_ref().is_some_and(Agent::is_done)
     }
 
-    pub fn agent(&mut self) -> Option<&mut Agent> {
-        self.agent.as_mut()
+    /// An agent runs for this request (answered or not).
+    pub fn taken(&self) -> bool {
+        self.agent.is_some()
+    }
+
+    /// The agent still waits for the client's request body.
+    pub fn reading_request(&self) -> bool {
+        self.running() && self.upstream.is_none() && !self.opened
+    }
+
+    /// The upstream's response is held for the agent (its body is the agent's to read or replace).
+    pub fn response_held(&self) -> bool {
+        self.upstream.is_some()
+    }
+
+    /// The agent waits for the held upstream response's body.
+    pub fn awaits_upstream_body(&self) -> bool {
+        self.response_held() && self.running()
+    }
+
+    /// The filter started the client's response itself (live streaming).
+    pub fn opened(&self) -> bool {
+        self.opened
     }
 
     /// When the agent wants `Event::Wake`, while it runs.
@@ -135,8 +170,15 @@ impl Exchange {
 
     /// The response head of the route's upstream, while the agent runs. `holds_headers`: the host
     /// can still set the status once the body is read (the dynamic module), so the agent reads a
-    /// provider's error too (it may step a refused parameter down and ask again).
-    pub fn response_head(&mut self, port: &impl Port, end_of_stream: bool, holds_headers: bool) -> Head {
+    /// provider's error too (it may step a refused parameter down and ask again); a host that sends
+    /// the head on now gets the answer's head here.
+    pub fn response_head<H: Host>(
+        &mut self,
+        host: &mut H,
+        end_of_stream: bool,
+        holds_headers: bool,
+    ) -> Head<H::Action> {
+        let port = host.port();
         let status = port.header(Headers::Response, ":status").unwrap_or_default();
         if self.agent.as_ref().is_some_and(Agent::awaits_request) {
             log::warn!(
@@ -162,19 +204,28 @@ impl Exchange {
             return Head::Pass;
         }
         if end_of_stream {
-            return Head::Empty(code);
+            // Envoy calls no body callback: the agent reads the empty reply now, while its error can
+            // still go out as a local reply with its own status.
+            return Head::Read(self.feed(host, Event::UpstreamReply { status: code, body: &[], headers_sent: false }));
         }
-        Head::Hold { status: code, ok, stream: ok && self.agent.as_ref().is_some_and(Agent::wants_stream) }
+        self.upstream = Some(Upstream { status: code, headers_sent: !holds_headers });
+        if !holds_headers {
+            // The client gets the agent's answer, not the provider's 201/206.
+            let stream = ok && self.agent.as_ref().is_some_and(Agent::wants_stream);
+            let content_type = if stream { "text/event-stream" } else { "application/json" };
+            answer_head(port, &self.rid, (ok && code != 200).then_some(200), content_type);
+        }
+        Head::Hold
     }
 
     /// One event for the agent; `None` when no agent runs.
-    pub fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Option<Vec<Command>> {
+    pub(super) fn handle(&mut self, event: Event<'_>, now_ms: u64) -> Option<Vec<Command>> {
         Some(self.agent.as_mut()?.handle(event, now_ms))
     }
 
     /// What the agent learnt (`Command::Learn`), kept by the instance at once, so that concurrent
     /// requests share it.
-    pub fn learn(&mut self, lesson: Lesson, now_ms: u64) {
+    pub(super) fn learn(&mut self, lesson: Lesson, now_ms: u64) {
         if let (Some(cfg), Some(instance)) = (&self.config, &self.instance) {
             instance.memory().borrow_mut().learn(self.config_index, cfg, lesson, now_ms);
         }
@@ -182,10 +233,10 @@ impl Exchange {
 
     /// What the host should do with its spans since the last event (`agent::spans`).
     pub fn take_spans(&mut self) -> Vec<SpanNote> {
-        self.agent.as_mut().map(Agent::take_spans).unwrap_or_default()
+        self.agent.as_mut().map(Agent::poll_spans).unwrap_or_default()
     }
 
-    pub fn set_wake(&mut self, wake: Option<u64>) {
+    pub(super) fn set_wake(&mut self, wake: Option<u64>) {
         self.wake = wake;
     }
 
@@ -224,10 +275,7 @@ impl Exchange {
             return;
         };
         self.reported = true;
-        if let Some(status) = host_status {
-            agent.host_answered(status, now_ms);
-        }
-        agent.end_spans();
+        agent.handle(Event::Closed { host_status }, now_ms);
         let r = agent.report();
         if !self.summarized {
             self.summarized = true;

@@ -1,7 +1,11 @@
 //! How the host-neutral layer reads and changes its host: the few things both hosts offer a stream.
-//! `src/filter/` implements it over Proxy-Wasm, `src/dm/` over the dynamic-module ABI.
+//! `src/filter/` implements them over Proxy-Wasm, `src/dm/` over the dynamic-module ABI: `Port` for the
+//! stream's headers and attributes, `Host` for what the layer's stream protocol (`run.rs`) asks of it.
 
+use super::calls::Refusal;
+use crate::agent::spans::SpanNote;
 use crate::agent::summary::Value;
+use crate::agent::{Call, Reply};
 
 /// A stream's header map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +41,45 @@ pub trait Port {
     }
 }
 
+/// What a host does for the layer; the callback's result type is the host's own.
+pub trait Host {
+    /// What the current host callback returns (continue, pause, stop).
+    type Action: Copy;
+    /// The stream's headers, attributes and local replies.
+    type Port: Port;
+    fn port(&self) -> &Self::Port;
+    /// The action when no command decides otherwise: keep the stream held.
+    fn holding(&self) -> Self::Action;
+    /// The action when no agent runs: let the stream go on.
+    fn passing(&self) -> Self::Action;
+    /// Send `body` upstream in place of the client's request (`rid`: the request, for logs).
+    fn forward(&mut self, rid: &str, body: &[u8]) -> Self::Action;
+    /// Start a callout: the host's token, which its reply comes back with (`on_callout_*`), or why
+    /// the host refused it.
+    fn dispatch(&mut self, call: &Call) -> Result<u64, Refusal>;
+    /// The held upstream response's body becomes the answer (its head is the layer's, set already).
+    fn answer_body(&mut self, rid: &str, body: &[u8]) -> Self::Action;
+    /// Starts the client's response while the request goes on (status, content type, first bytes);
+    /// `None`: this host cannot. Only hosts that set `RequestMeta::live` are asked to.
+    fn open(&mut self, rid: &str, reply: &Reply) -> Option<Self::Action> {
+        let _ = (rid, reply);
+        None
+    }
+    /// More of the response `open` started; `end`: the last of it.
+    fn send(&mut self, data: &[u8], end: bool) {
+        let _ = end;
+        log::error!("this host cannot stream a response; {} bytes not sent", data.len());
+    }
+    /// Carries out the agent's span notes, before the commands of the same event run; only hosts
+    /// whose `Port::traced` says so get any.
+    fn spans(&mut self, notes: Vec<SpanNote>) {
+        if !notes.is_empty() {
+            log::debug!("this host makes no spans; {} notes dropped", notes.len());
+        }
+    }
+    fn now_ms(&self) -> u64;
+}
+
 /// The namespace of the summary's dynamic metadata.
 pub const SUMMARY_NAMESPACE: &str = "api_agent";
 
@@ -61,6 +104,26 @@ pub fn set_header(port: &impl Port, rid: &str, map: Headers, name: &str, value: 
     }
 }
 
+/// The answer's response head: its status (`None`: the upstream's stands), its content type, and no
+/// length or encoding (the body written is never the upstream's, and never compressed: a provider that
+/// compressed its reply regardless must not leave its encoding on the answer).
+pub fn answer_head(port: &impl Port, rid: &str, status: Option<u16>, content_type: &str) {
+    if let Some(status) = status {
+        let text = status_text(status);
+        set_header(port, rid, Headers::Response, ":status", Some(std::str::from_utf8(&text).unwrap_or("500")));
+    }
+    set_header(port, rid, Headers::Response, "content-type", Some(content_type));
+    set_header(port, rid, Headers::Response, "content-length", None);
+    set_header(port, rid, Headers::Response, "content-encoding", None);
+}
+
+/// An HTTP status's three digits, without an allocation (statuses out of 100..=999 read as 500).
+fn status_text(status: u16) -> [u8; 3] {
+    let s = if (100..=999).contains(&status) { status } else { 500 };
+    // Each digit is below 10: the casts cannot truncate.
+    [b'0' + (s / 100) as u8, b'0' + (s / 10 % 10) as u8, b'0' + (s % 10) as u8]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +133,12 @@ mod tests {
         for (key, field) in SUMMARY_STATE_KEYS.iter().zip(crate::agent::summary::FIELDS) {
             assert_eq!(*key, format!("wasm.{SUMMARY_NAMESPACE}.{field}"));
         }
+    }
+
+    #[test]
+    fn statuses_are_three_digits() {
+        assert_eq!(&status_text(200), b"200");
+        assert_eq!(&status_text(504), b"504");
+        assert_eq!(&status_text(42), b"500");
     }
 }

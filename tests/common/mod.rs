@@ -253,8 +253,8 @@ impl Harness {
                     let fields = agent.report().fields();
                     out.summary = fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
                     out.exchanges.clone_from(&agent.report().exchanges);
-                    agent.end_spans();
-                    out.spans = agent.take_spans().iter().map(span_line).collect();
+                    agent.handle(Event::Closed { host_status: None }, 0);
+                    out.spans = agent.poll_spans().iter().map(span_line).collect();
                     return out;
                 }
                 match cmd {
