@@ -90,7 +90,8 @@ fn server(
     }
 }
 
-const NO_SESSION: &str = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
+const NO_SESSION: &str =
+    r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
 
 fn text_result(text: &str) -> String {
     json!({"jsonrpc": "2.0", "id": "ID", "result": {"content": [{"type": "text", "text": text}], "isError": false}})
@@ -362,8 +363,8 @@ fn react_mode_calls_mcp_tools_too() {
 
 mod shared_sessions {
     use super::*;
-    use api_agent::agent::{McpPeer, McpSessions};
     use api_agent::agent::{Agent, Command, Event, Lesson};
+    use api_agent::agent::{McpPeer, McpSessions};
 
     /// The MCP sessions the commands teach the instance (the last lesson), and the other commands.
     fn taught(cmds: Vec<Command>) -> (Option<McpSessions>, Vec<Command>) {

@@ -96,7 +96,10 @@ fn a_server_that_speaks_only_2026_07_28_serves_tools_without_a_handshake() {
 
 /// A 2025 server (the TypeScript SDK's answers): a request without a session is a 400 that is not a
 /// modern error; `initialize` agrees on `version`.
-fn legacy(seen: Rc<RefCell<Vec<(String, Option<String>)>>>, version: &'static str) -> impl Fn(&Call) -> ToolReply {
+/// Each request's method and session.
+type Seen = Rc<RefCell<Vec<(String, Option<String>)>>>;
+
+fn legacy(seen: Seen, version: &'static str) -> impl Fn(&Call) -> ToolReply {
     move |call: &Call| {
         let msg = rpc(call);
         let method = msg["method"].as_str().unwrap().to_string();
@@ -109,7 +112,9 @@ fn legacy(seen: Rc<RefCell<Vec<(String, Option<String>)>>>, version: &'static st
                 let body = json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}).to_string();
                 ToolReply::HttpWith(200, vec![("mcp-session-id".into(), "s1".into())], body)
             }
-            _ if session.is_none() => error(400, &Value::Null, -32000, "Bad Request: No valid session ID provided", Value::Null),
+            _ if session.is_none() => {
+                error(400, &Value::Null, -32000, "Bad Request: No valid session ID provided", Value::Null)
+            }
             "notifications/initialized" => ToolReply::Http(202, String::new()),
             _ => {
                 assert_eq!(header(call, "mcp-protocol-version"), Some(version), "the agreed revision");
@@ -129,7 +134,12 @@ fn a_2025_server_gets_the_handshake_after_one_refused_attempt_and_keeps_its_revi
     assert_eq!(tool_messages(&h.run(&user("Add"))), ["ok"]);
     let s1 = Some("s1".to_string());
     let methods = |from: usize| seen.borrow()[from..].to_vec();
-    let expected = [("tools/call", None), ("initialize", None), ("notifications/initialized", s1.clone()), ("tools/call", s1.clone())];
+    let expected = [
+        ("tools/call", None),
+        ("initialize", None),
+        ("notifications/initialized", s1.clone()),
+        ("tools/call", s1.clone()),
+    ];
     assert_eq!(methods(0), expected.map(|(m, s)| (m.to_string(), s)));
     // The next request uses the session: no second attempt in 2026-07-28.
     let mut h = h.llm([native_calls(&calls), text("done")]);
@@ -143,7 +153,13 @@ fn a_modern_error_is_the_tools_not_a_reason_to_fall_back() {
     let log = Rc::clone(&seen);
     let server = move |call: &Call| {
         log.borrow_mut().push(rpc(call)["method"].as_str().unwrap().to_string());
-        error(400, &rpc(call)["id"], -32021, "Missing required client capability", json!({"requiredCapabilities": {"elicitation": {}}}))
+        error(
+            400,
+            &rpc(call)["id"],
+            -32021,
+            "Missing required client capability",
+            json!({"requiredCapabilities": {"elicitation": {}}}),
+        )
     };
     let out = harness(server, &[("c1", "math_add", json!({}))]).run(&user("Add"));
     assert_eq!(*seen.borrow(), ["tools/call"]);
@@ -159,12 +175,19 @@ fn a_session_server_that_now_speaks_only_2026_07_28_gets_the_call_again_in_it() 
     let mut a = Agent::new(cfg, meta);
     a.handle(Event::ClientRequest { body: user("Add").to_string().as_bytes() }, START_MS);
     let Turn::Message(m) = native_calls(&[("c1", "math_add", json!({"a": 1}))]) else { unreachable!() };
-    let cmds = a.handle(Event::UpstreamReply { status: 200, body: completion(m).as_bytes(), headers_sent: true }, START_MS);
+    let cmds =
+        a.handle(Event::UpstreamReply { status: 200, body: completion(m).as_bytes(), headers_sent: true }, START_MS);
     let [Command::Dispatch(call)] = cmds.as_slice() else { panic!("{cmds:?}") };
-    assert_eq!((header(call, "mcp-session-id"), header(call, "mcp-protocol-version")), (Some("old"), Some("2025-06-18")));
+    assert_eq!(
+        (header(call, "mcp-session-id"), header(call, "mcp-protocol-version")),
+        (Some("old"), Some("2025-06-18"))
+    );
     let refused = json!({"jsonrpc": "2.0", "id": rpc(call)["id"], "error": {"code": -32022, "message": "Unsupported protocol version",
                          "data": {"supported": ["2026-07-28"], "requested": "2025-06-18"}}});
-    let cmds = a.handle(Event::CallReply { id: call.id, status: 400, headers: &[], body: refused.to_string().as_bytes() }, START_MS + 5);
+    let cmds = a.handle(
+        Event::CallReply { id: call.id, status: 400, headers: &[], body: refused.to_string().as_bytes() },
+        START_MS + 5,
+    );
     let mut modern = McpSessions::new();
     modern.insert(0, McpPeer::Modern);
     assert!(cmds.contains(&Command::Learn(Lesson::McpSessions(modern))), "{cmds:?}");
@@ -180,8 +203,11 @@ fn a_result_that_asks_for_input_is_told_to_the_model() {
         ToolReply::Http(200, json!({"jsonrpc": "2.0", "id": rpc(call)["id"], "result": result}).to_string())
     };
     let out = harness(server, &[("c1", "math_add", json!({}))]).run(&user("Add"));
-    assert_eq!(tool_messages(&out), ["'math_add' asked for input the gateway cannot give (sampling, elicitation or roots)."]);
+    assert_eq!(
+        tool_messages(&out),
+        ["'math_add' asked for input the gateway cannot give (sampling, elicitation or roots)."]
+    );
 }
 
-#[path = "mcp_listing.rs"]
+#[path = "mcp_revisions/listing.rs"]
 mod listing;

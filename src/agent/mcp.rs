@@ -176,7 +176,11 @@ impl Handshake {
                 (self.step, self.speaking, self.session) = (Step::Call, Revision::Modern, None);
             }
             Some(legacy) => {
-                log::info!("#{request} MCP server of apis[{}] does not speak {}: opening a session", self.api, mcp::MODERN);
+                log::info!(
+                    "#{request} MCP server of apis[{}] does not speak {}: opening a session",
+                    self.api,
+                    mcp::MODERN
+                );
                 sessions.insert(self.api, Peer::Legacy);
                 (self.step, self.speaking) = (Step::Initialize, legacy);
             }

@@ -136,10 +136,10 @@ fn client_info() -> Value {
 /// A header value as 2026-07-28 carries it: as it is when it is plain visible ASCII (spaces inside),
 /// else base64 in the `=?base64?…?=` sentinel (also a value that looks like one).
 pub fn header_value(value: &str) -> String {
-    let plain = value.bytes().all(|b| (0x20..=0x7e).contains(&b))
-        && !value.starts_with(' ')
-        && !value.ends_with(' ')
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    let visible = value.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    let padded = value.starts_with(' ') || value.ends_with(' ');
+    let sentinel = value.starts_with("=?base64?") && value.ends_with("?=");
+    let plain = visible && !padded && !sentinel;
     match plain {
         true => value.to_string(),
         false => format!("=?base64?{}?=", crate::doc::base64(value.as_bytes())),

@@ -31,7 +31,8 @@ fn page(tools: Value, more: Value) -> Vec<u8> {
     json!({"jsonrpc": "2.0", "id": 1, "result": result}).to_string().into_bytes()
 }
 
-const NO_SESSION: &[u8] = br#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
+const NO_SESSION: &[u8] =
+    br#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
 
 #[test]
 fn a_modern_server_is_listed_without_a_handshake_and_again_when_its_list_is_stale() {
@@ -41,7 +42,10 @@ fn a_modern_server_is_listed_without_a_handshake_and_again_when_its_list_is_stal
     let msg = body(&first);
     assert_eq!(msg["method"], "tools/list");
     assert_eq!(msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
-    assert_eq!((head(&first, "mcp-protocol-version"), head(&first, "mcp-method")), (Some("2026-07-28"), Some("tools/list")));
+    assert_eq!(
+        (head(&first, "mcp-protocol-version"), head(&first, "mcp-method")),
+        (Some("2026-07-28"), Some("tools/list"))
+    );
     assert_eq!(head(&first, "mcp-session-id"), None);
     assert!(d.start(&api, 1001).is_none(), "one listing at a time");
     let p1 = page(json!([{"name": "a"}]), json!({"nextCursor": "p2", "ttlMs": 60_000, "cacheScope": "public"}));
@@ -75,7 +79,8 @@ fn the_refresh_follows_ttl_ms_within_bounds_less_a_jitter() {
     assert_eq!(refresh_after(json!({"ttlMs": 86_400_000u64}), 0), MAX_REFRESH_MS);
     assert_eq!(refresh_after(json!({}), 0), 300_000, "no TTL: the interval");
     // The jitter takes up to a tenth off, as the host's random number says.
-    let waits: Vec<u64> = [1, 2, 4_500, 4_501, u64::MAX].iter().map(|r| refresh_after(json!({"ttlMs": 45_000}), *r)).collect();
+    let waits: Vec<u64> =
+        [1, 2, 4_500, 4_501, u64::MAX].iter().map(|r| refresh_after(json!({"ttlMs": 45_000}), *r)).collect();
     assert_eq!(waits, [44_999, 44_998, 40_500, 45_000, 45_000 - u64::MAX % 4_501]);
 }
 
@@ -89,13 +94,19 @@ fn a_2025_server_is_listed_in_a_session_and_its_revision_is_asked_first_next_tim
     let agreed = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-03-26"}}).to_string();
     let headers = [("mcp-session-id".to_string(), "d1".to_string())];
     let note = sent(d.on_reply(&api, 200, &headers, agreed.as_bytes(), 20, 0));
-    assert_eq!((body(&note)["method"].as_str(), head(&note, "mcp-session-id")), (Some("notifications/initialized"), Some("d1")));
+    assert_eq!(
+        (body(&note)["method"].as_str(), head(&note, "mcp-session-id")),
+        (Some("notifications/initialized"), Some("d1"))
+    );
     let list = sent(d.on_reply(&api, 202, &[], b"", 30, 0));
     assert_eq!((body(&list)["method"].as_str(), head(&list, "mcp-session-id")), (Some("tools/list"), Some("d1")));
     assert_eq!((head(&list, "mcp-protocol-version"), head(&list, "mcp-method")), (Some("2025-03-26"), None));
     assert!(body(&list)["params"].get("_meta").is_none());
     let legacy_page = json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "a"}]}}).to_string();
-    assert_eq!(d.on_reply(&api, 200, &[], legacy_page.as_bytes(), 40, 0), Outcome::Listed(json!({"tools": [{"name": "a"}]})));
+    assert_eq!(
+        d.on_reply(&api, 200, &[], legacy_page.as_bytes(), 40, 0),
+        Outcome::Listed(json!({"tools": [{"name": "a"}]}))
+    );
     assert_eq!((d.next_at, d.revision()), (60_040, Some(Revision::Legacy("2025-03-26"))));
     let next = d.start(&api, 60_040).unwrap();
     assert_eq!(body(&next)["method"], "initialize", "the handshake at once");
@@ -103,7 +114,9 @@ fn a_2025_server_is_listed_in_a_session_and_its_revision_is_asked_first_next_tim
     let too_old = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2024-11-05"}}).to_string();
     assert_eq!(
         d.on_reply(&api, 200, &[], too_old.as_bytes(), 60_050, 0),
-        Outcome::Failed("the server answered MCP 2024-11-05; the gateway speaks 2025-11-25, 2025-06-18, 2025-03-26".into())
+        Outcome::Failed(
+            "the server answered MCP 2024-11-05; the gateway speaks 2025-11-25, 2025-06-18, 2025-03-26".into()
+        )
     );
     assert_eq!(d.revision(), None, "a failure asks for the revision again");
 }
@@ -117,17 +130,32 @@ fn modern_errors_are_failures_and_other_versions_are_chosen_from() {
         let body = json!({"jsonrpc": "2.0", "id": 1, "error": error}).to_string();
         d.on_reply(&api, status, &[], body.as_bytes(), 0, 0)
     };
-    let versions = |v: Value| json!({"code": -32022, "message": "Unsupported protocol version", "data": {"supported": v}});
+    let versions =
+        |v: Value| json!({"code": -32022, "message": "Unsupported protocol version", "data": {"supported": v}});
     assert_eq!(body(&sent(reply(400, versions(json!(["2025-06-18"])))))["method"], "initialize");
     assert_eq!(
         reply(400, versions(json!(["2027-01-01"]))),
-        Outcome::Failed("the server speaks MCP 2027-01-01; the gateway speaks 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26".into())
+        Outcome::Failed(
+            "the server speaks MCP 2027-01-01; the gateway speaks 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26"
+                .into()
+        )
     );
     let mismatch = reply(400, json!({"code": -32020, "message": "Header mismatch"}));
-    assert_eq!(mismatch, Outcome::Failed("HTTP 400: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32020,\"message\":\"Header mismatch\"}}".into()));
+    assert_eq!(
+        mismatch,
+        Outcome::Failed(
+            "HTTP 400: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32020,\"message\":\"Header mismatch\"}}"
+                .into()
+        )
+    );
     let no_tools = reply(404, json!({"code": -32601, "message": "Method not found"}));
     assert!(matches!(no_tools, Outcome::Failed(_)), "a modern server without tools: {no_tools:?}");
-    assert_eq!(reply(500, json!({"code": -32603, "message": "down"})), Outcome::Failed("HTTP 500: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32603,\"message\":\"down\"}}".into()));
+    assert_eq!(
+        reply(500, json!({"code": -32603, "message": "down"})),
+        Outcome::Failed(
+            "HTTP 500: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32603,\"message\":\"down\"}}".into()
+        )
+    );
 }
 
 #[test]
