@@ -53,8 +53,9 @@ fn header<'a>(call: &'a Call, name: &str) -> Option<&'a str> {
     call.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
-/// A stateful server: `initialize` opens session `s<n>`; a `tools/call` answers with `result(params)`,
-/// or 404 while `lost` says the session is gone.
+/// A stateful 2025 server: `initialize` opens session `s<n>`; a `tools/call` answers with
+/// `result(params)`, or 404 while `lost` says the session is gone; one without a session (the
+/// gateway's 2026-07-28 attempt) gets the TypeScript SDK's 400.
 fn server(
     seen: Seen,
     lost: Rc<RefCell<u32>>,
@@ -75,6 +76,7 @@ fn server(
                 ToolReply::HttpWith(200, vec![("mcp-session-id".into(), format!("s{n}"))], body.to_string())
             }
             "notifications/initialized" => ToolReply::Http(202, String::new()),
+            "tools/call" if session.is_none() => ToolReply::Http(400, NO_SESSION.into()),
             "tools/call" if *lost.borrow() > 0 => {
                 *lost.borrow_mut() -= 1;
                 ToolReply::Http(404, "session not found".into())
@@ -87,6 +89,9 @@ fn server(
         }
     }
 }
+
+const NO_SESSION: &str =
+    r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
 
 fn text_result(text: &str) -> String {
     json!({"jsonrpc": "2.0", "id": "ID", "result": {"content": [{"type": "text", "text": text}], "isError": false}})
@@ -203,6 +208,7 @@ fn the_first_call_opens_a_session_that_later_calls_reuse() {
     assert_eq!(
         methods,
         [
+            ("tools/call", None),
             ("initialize", None),
             ("notifications/initialized", Some("s1")),
             ("tools/call", Some("s1")),
@@ -210,12 +216,13 @@ fn the_first_call_opens_a_session_that_later_calls_reuse() {
         ]
     );
     // Requests carry distinct JSON-RPC ids; the notification carries none.
-    assert!(seen[1].2.is_null());
-    assert_ne!(seen[2].2, seen[3].2);
+    assert!(seen[2].2.is_null());
+    assert_ne!(seen[3].2, seen[4].2);
     assert_eq!(tool_message(&out, 2), "ran \"get_forecast\"");
-    assert_eq!(out.tool_calls[2].path, "/mcp");
-    assert_eq!(header(&out.tool_calls[2], "x-team"), Some("agents"));
-    let body: Value = serde_json::from_slice(out.tool_calls[3].body.as_deref().unwrap()).unwrap();
+    assert_eq!(out.tool_calls[3].path, "/mcp");
+    assert_eq!(header(&out.tool_calls[3], "x-team"), Some("agents"));
+    assert_eq!(header(&out.tool_calls[3], "mcp-protocol-version"), Some("2025-06-18"));
+    let body: Value = serde_json::from_slice(out.tool_calls[4].body.as_deref().unwrap()).unwrap();
     assert_eq!(body["params"], json!({"name": "math.add", "arguments": {"a": 1, "b": 2}}));
     assert_eq!(out.answer(), "done");
     assert_eq!(out.reply.status, 200);
@@ -288,6 +295,7 @@ fn a_lost_session_is_opened_again_once() {
     let (out, seen) = run_native(mcp_entry(json!({})), calls, |_| (vec![], text_result("ok")), 1);
     let methods: Vec<(String, Option<String>)> = seen.borrow().iter().map(|(m, s, _)| (m.clone(), s.clone())).collect();
     let expected = [
+        ("tools/call", None),
         ("initialize", None),
         ("notifications/initialized", Some("s1")),
         ("tools/call", Some("s1")),
@@ -306,7 +314,7 @@ fn a_lost_session_is_opened_again_once() {
         |_| (vec![], text_result("ok")),
         2,
     );
-    assert_eq!(seen.borrow().len(), 6);
+    assert_eq!(seen.borrow().len(), 7);
     assert_eq!(tool_message(&out, 2), "HTTP 404: 'get_forecast' failed: session not found");
 }
 
@@ -324,9 +332,12 @@ fn a_failed_handshake_is_an_observation() {
     let cfg = mcp_config(mcp_entry(json!({})), "native");
     let mut h = Harness::new(&cfg)
         .llm([native_calls(&[("c1", "get_forecast", json!({"city": "J"}))]), Turn::Text("sorry".into())])
-        .tool(MCP, |_| ToolReply::Http(500, "boom".into()));
+        .tool(MCP, |call: &Call| match rpc_method(call).as_str() {
+            "tools/call" => ToolReply::Http(400, NO_SESSION.into()),
+            _ => ToolReply::Http(500, "boom".into()),
+        });
     let out = h.run(&user("Weather?"));
-    assert_eq!(out.tool_calls.len(), 1);
+    assert_eq!(out.tool_calls.len(), 2);
     assert_eq!(
         tool_message(&out, 2),
         "The call to 'get_forecast' failed: no MCP session with its server (HTTP 500: boom)."
@@ -347,13 +358,13 @@ fn react_mode_calls_mcp_tools_too() {
     let out = h.run(&user("2+3?"));
     assert_eq!(out.answer(), "5");
     assert!(out.last_message(2).contains("Observation: 5"), "{}", out.last_message(2));
-    assert_eq!(seen.borrow().len(), 3);
+    assert_eq!(seen.borrow().len(), 4);
 }
 
 mod shared_sessions {
     use super::*;
-    use api_agent::agent::McpSessions;
     use api_agent::agent::{Agent, Command, Event, Lesson};
+    use api_agent::agent::{McpPeer, McpSessions};
 
     /// The MCP sessions the commands teach the instance (the last lesson), and the other commands.
     fn taught(cmds: Vec<Command>) -> (Option<McpSessions>, Vec<Command>) {
@@ -369,7 +380,7 @@ mod shared_sessions {
 
     fn sessions(api: usize, id: &str) -> McpSessions {
         let mut known = McpSessions::new();
-        known.insert(api, Some(id.to_string()));
+        known.insert(api, McpPeer::Session { version: "2025-06-18", id: Some(id.to_string()) });
         known
     }
 
@@ -412,9 +423,11 @@ mod shared_sessions {
         let [Command::Dispatch(init)] = cmds.as_slice() else { panic!("{cmds:?}") };
         assert_eq!(rpc_of(init)["method"], "initialize");
         assert_eq!(header(init, "mcp-session-id"), None);
-        assert_eq!(learnt, Some(McpSessions::new()), "the gone session is forgotten");
+        let mut legacy = McpSessions::new();
+        legacy.insert(0, McpPeer::Legacy);
+        assert_eq!(learnt, Some(legacy), "the gone session is forgotten, the server's revision kept");
         let headers = [("mcp-session-id".to_string(), "new".to_string())];
-        let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {}}).to_string();
+        let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18"}}).to_string();
         let cmds = a.handle(
             Event::CallReply { id: init.id, status: 200, headers: &headers, body: ok.as_bytes() },
             START_MS + 9,
@@ -519,85 +532,6 @@ fn a_new_tools_list_rebuilds_the_catalog_in_configuration_order() {
         "apis[0].policy.confirm[0]: no operation 'get_forecast' in this API"
     );
     assert!(cfg.with_mcp_tools(1, &list).is_err(), "apis[1] is not an MCP server");
-}
-
-mod discovery {
-    use super::*;
-    use api_agent::tools::mcp::discovery::{Discovery, Outcome};
-    use api_agent::tools::Request;
-
-    fn api() -> api_agent::config::Api {
-        Config::from_slice(mcp_config(mcp_entry(json!({})), "react").as_bytes()).unwrap().apis[0].clone()
-    }
-
-    fn sent(o: Outcome) -> Request {
-        match o {
-            Outcome::Send(r) => r,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    fn rpc(r: &Request) -> Value {
-        serde_json::from_slice(r.body.as_deref().unwrap()).unwrap()
-    }
-
-    fn session(r: &Request) -> Option<&str> {
-        r.headers.iter().find(|(k, _)| k == "mcp-session-id").map(|(_, v)| v.as_str())
-    }
-
-    #[test]
-    fn every_page_is_listed_in_one_session() {
-        let api = api();
-        let mut d = Discovery::new(0, "/mcp", 60_000, 1000);
-        let init = d.start(&api, 1000).unwrap();
-        assert_eq!((rpc(&init)["method"].as_str(), session(&init)), (Some("initialize"), None));
-        assert!(d.start(&api, 1001).is_none(), "one listing at a time");
-        let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {}}).to_string();
-        let headers = [("mcp-session-id".to_string(), "d1".to_string())];
-        let note = sent(d.on_reply(&api, 200, &headers, ok.as_bytes(), 1010));
-        assert_eq!((rpc(&note)["method"].as_str(), session(&note)), (Some("notifications/initialized"), Some("d1")));
-        let first = sent(d.on_reply(&api, 202, &[], b"", 1020));
-        assert_eq!((rpc(&first)["method"].as_str(), session(&first)), (Some("tools/list"), Some("d1")));
-        let page1 = json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "a"}], "nextCursor": "p2"}});
-        let second = sent(d.on_reply(&api, 200, &[], format!("event: message\ndata: {page1}\n\n").as_bytes(), 1030));
-        assert_eq!(rpc(&second)["params"], json!({"cursor": "p2"}));
-        assert_ne!(rpc(&first)["id"], rpc(&second)["id"]);
-        let page2 = json!({"jsonrpc": "2.0", "id": 3, "result": {"tools": [{"name": "b"}]}});
-        assert_eq!(
-            d.on_reply(&api, 200, &[], page2.to_string().as_bytes(), 1040),
-            Outcome::Listed(json!({"tools": [{"name": "a"}, {"name": "b"}]}))
-        );
-        assert_eq!(d.next_at, 61_040);
-        assert!(d.start(&api, 61_039).is_none());
-        assert!(d.start(&api, 61_040).is_some());
-    }
-
-    #[test]
-    fn failures_back_off_up_to_the_interval() {
-        let api = api();
-        let mut d = Discovery::new(0, "/mcp", 5000, 0);
-        let mut now = 0;
-        let mut waits = Vec::new();
-        for _ in 0..5 {
-            d.start(&api, now).unwrap();
-            assert_eq!(d.on_reply(&api, 500, &[], b"down", now), Outcome::Failed("HTTP 500: down".into()));
-            waits.push(d.next_at - now);
-            now = d.next_at;
-        }
-        assert_eq!(waits, [1000, 2000, 4000, 5000, 5000]);
-        d.start(&api, now).unwrap();
-        assert_eq!(d.on_failure("reset", now), Outcome::Failed("reset".into()));
-        // A JSON-RPC error in the list is a failure too, and a success resets the backoff.
-        let mut d = Discovery::new(0, "/mcp", 5000, 0);
-        d.start(&api, 0).unwrap();
-        sent(d.on_reply(&api, 200, &[], b"", 0));
-        sent(d.on_reply(&api, 202, &[], b"", 0));
-        let e = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}});
-        assert_eq!(
-            d.on_reply(&api, 200, &[], e.to_string().as_bytes(), 0),
-            Outcome::Failed("MCP error -32601: Method not found".into())
-        );
-    }
 }
 
 #[test]

@@ -45,7 +45,7 @@ pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL
 
 use crate::config::Config;
 use machine::{Machine, State};
-pub use mcp::Sessions as McpSessions;
+pub use mcp::{Peer as McpPeer, Sessions as McpSessions};
 use std::rc::Rc;
 
 /// One request's agent: what hosts see of the loop (`machine`).

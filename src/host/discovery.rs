@@ -1,7 +1,8 @@
 //! MCP discovery, for either host: every configuration's servers without a pinned `toolsList` are
-//! listed when the plugin starts and every `INTERVAL_MS`, by callouts made outside any stream; a
-//! complete list swaps in a new configuration (catalog, prompt, native tools) in one step. A failing
-//! server keeps the tools it had (logged) and is listed again after a backoff (`Discovery`).
+//! listed when the plugin starts and again when their list stops being fresh (the server's `ttlMs`,
+//! bounded and jittered, else `INTERVAL_MS`), by callouts made outside any stream; a complete list
+//! swaps in a new configuration (catalog, prompt, native tools) in one step. A failing server keeps
+//! the tools it had (logged) and is listed again after a backoff (`Discovery`).
 
 use super::calls::Outgoing;
 use super::instance::Instance;
@@ -11,7 +12,7 @@ use crate::tools::Request;
 use crate::vec_map::VecMap;
 use std::rc::Rc;
 
-/// How often a server's tools are listed again.
+/// How often a server's tools are listed again when its lists do not say how long they stay fresh.
 pub const INTERVAL_MS: u64 = 5 * 60 * 1000;
 
 /// What discovery needs of its host: callouts outside any stream, a clock, and a place to count.
@@ -19,6 +20,11 @@ pub trait RootPort {
     /// Starts a callout; the host's token, or why it could not start.
     fn callout(&self, call: &Outgoing<'_>) -> Result<u64, String>;
     fn now_ms(&self) -> u64;
+    /// A random number, for the jitter of the next listing (the process's random source).
+    fn random(&self) -> u64 {
+        use std::hash::BuildHasher;
+        std::collections::hash_map::RandomState::new().hash_one(self.now_ms())
+    }
     /// One listing's outcome: `listed`, `failed` or `refused` (the `mcp_listings` metric).
     fn counted(&self, api: usize, outcome: &'static str);
     /// A complete list of server `apis[api]` of configuration `config` joined the catalog (a host
@@ -88,7 +94,7 @@ impl Listings {
         let now = port.now_ms();
         let listing = &mut self.servers[i].listing;
         let outcome = match reply {
-            Some((status, headers, body)) => listing.on_reply(&api, status, headers, body, now),
+            Some((status, headers, body)) => listing.on_reply(&api, status, headers, body, now, port.random()),
             None => listing.on_failure("no response (reset)", now),
         };
         self.handle(i, outcome, port, instance);
@@ -136,7 +142,15 @@ impl Listings {
             Ok(next) => {
                 let names: Vec<&str> = next.tools.iter().filter(|t| t.api == at).map(|t| t.name.as_str()).collect();
                 port.counted(at, "listed");
-                log::info!("MCP tools of apis[{at}] listed: {} tool(s): {}", names.len(), names.join(", "));
+                let listing = &self.servers[i].listing;
+                let revision = listing.revision().map_or("", |r| r.version());
+                let fresh = listing.next_at.saturating_sub(port.now_ms());
+                let scope = list.get("cacheScope").and_then(serde_json::Value::as_str).unwrap_or("unsaid");
+                log::info!(
+                    "MCP tools of apis[{at}] listed: {} tool(s): {} (MCP {revision}, cacheScope {scope}, next listing in {fresh} ms)",
+                    names.len(),
+                    names.join(", ")
+                );
                 instance.swap(index, Rc::new(next));
                 port.listed(index, at, list);
             }

@@ -3,10 +3,10 @@
 //! `agent::Memory` with its inputs (`recall`) and teaches back through `Command::Learn` (`learn`).
 //! Nothing else crosses from one request to another.
 //!
-//! - MCP sessions, per configuration (its place in the plugin, which a configuration replaced by
-//!   discovery keeps): requests share one session per server instead of opening one each. Not those
-//!   of an API that carries the client's identity: a session opened with one client's identity is
-//!   not another's.
+//! - MCP servers' revisions and sessions, per configuration (its place in the plugin, which a
+//!   configuration replaced by discovery keeps): requests share one session per server instead of
+//!   opening one each. Not the sessions of an API that carries the client's identity (a session
+//!   opened with one client's identity is not another's), only that such a server needs one.
 //! - What a model's server taught (parameters it refused, a chat template that opens think blocks),
 //!   per configuration (so per LLM upstream) and model asked for: one client's model never changes
 //!   another model's requests. At most `MODELS` are kept, each for `LEARNT_MS` from when it was last
@@ -14,7 +14,7 @@
 //! - Exchanged tokens (`tokens.rs`), keyed by a hash of the subject token: only ever found with it.
 
 use super::tokens::TokenCache;
-use crate::agent::{ClientHeaders, Lesson, Memory as Recalled, ModelFacts};
+use crate::agent::{ClientHeaders, Lesson, McpPeer, Memory as Recalled, ModelFacts};
 use crate::config::{Config, Identity};
 use crate::vec_map::VecMap;
 
@@ -76,7 +76,12 @@ impl Memory {
     pub fn learn(&mut self, config: usize, cfg: &Config, lesson: Lesson, now_ms: u64) {
         match lesson {
             Lesson::McpSessions(mut sessions) => {
-                sessions.retain(|api, _| !carries_identity(cfg, *api));
+                sessions.retain(|api, peer| {
+                    if carries_identity(cfg, *api) && matches!(peer, McpPeer::Session { .. }) {
+                        *peer = McpPeer::Legacy;
+                    }
+                    true
+                });
                 self.mcp.insert(config, sessions);
             }
             Lesson::Refused { model, param } => {

@@ -1,7 +1,7 @@
 """MCP servers as a tool source in Envoy, against a small server written with the official Python SDK
-(`support/mcp_server.py`: Streamable HTTP, stateful sessions, SSE-framed replies). The plugin pins the
-server's own `tools/list` result; every call opens a session (initialize, notifications/initialized)
-through Envoy before its `tools/call`."""
+(`support/mcp_server.py`: Streamable HTTP, SSE-framed replies). The plugin pins the server's own
+`tools/list` result. The SDK (2.3) speaks both 2026-07-28 and the 2025 revisions: the gateway speaks
+2026-07-28 with it, without a session (tests/e2e/test_mcp_everything.py has a 2025-only server)."""
 from __future__ import annotations
 
 import json
@@ -75,8 +75,8 @@ def requests_to_server(gateway, port: int) -> int:
 
 
 def test_requests_share_one_session(running, mocks):
-    """The second of two requests calling the server sends only its tools/call (1 request to the server,
-    not initialize + notifications/initialized + tools/call): it uses the session the first one left."""
+    """The second of two requests calling the server sends only its tools/call (1 request to the server):
+    it uses what the first one learnt of the server (its revision; with a 2025 server, its session)."""
     gateway, server = running
     sent = []
     for i in range(2):
@@ -89,8 +89,8 @@ def test_requests_share_one_session(running, mocks):
     assert sent[1] == 1, f"requests to the MCP server per agent request: {sent}"
 
 
-def test_a_restarted_server_gets_a_new_session(running, mocks):
-    """Requests share the worker's session; a server that lost it (restarted) gets a new one."""
+def test_a_restarted_server_needs_no_new_session(running, mocks):
+    """2026-07-28 has no session to lose: a restarted server serves the next call as it is."""
     gateway, server = running
     for round in ("before", "after"):
         if round == "after":
@@ -99,7 +99,8 @@ def test_a_restarted_server_gets_a_new_session(running, mocks):
         mocks.llm.script(q, tool_calls(("c1", NAME, ARGS)), "ok")
         assert answer_of(gateway.chat(q)) == "ok"
         assert tool_results(mocks, q)["c1"] == EXPECTED
-    assert "is gone (HTTP" in gateway.envoy.log_tail(400), "the lost session was noticed and reopened"
+    log = gateway.envoy.log_tail(400)
+    assert "is gone (HTTP" not in log and "opening a session" not in log, "no session in 2026-07-28"
 
 
 NAME, ARGS, EXPECTED = "add", {"a": 20, "b": 22}, "42"

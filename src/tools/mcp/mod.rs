@@ -1,6 +1,9 @@
 //! MCP servers as a tool source (Streamable HTTP). A call is a JSON-RPC `tools/call` POST to the
-//! server's endpoint; the session handshake (`initialize`, `notifications/initialized`) is built here and
-//! sequenced by the agent (`agent::mcp`). JSON-RPC ids are set by the agent at dispatch.
+//! server's endpoint, in the revision the server speaks (`Revision`, docs/mcp.md): 2026-07-28 carries
+//! its version and capabilities on every request (`_meta`, `MCP-Protocol-Version`, `Mcp-Method`,
+//! `Mcp-Name`) and has no session; the 2025 revisions open one with `initialize` and
+//! `notifications/initialized`, built here and sequenced by the agent (`agent::mcp`) and the listing
+//! (`discovery`). JSON-RPC ids and the revision's marks are set at dispatch (`speaking`).
 
 pub mod discovery;
 mod list;
@@ -11,12 +14,39 @@ use crate::openapi::call::{credential_headers, encode_query};
 use crate::schema::Schema;
 use crate::upstream::{Api, ApiKey};
 pub use list::{load, ListError, Loaded};
-pub use reply::{handshake_error, observation, session_lost};
-use serde_json::{json, Value};
+pub use reply::{agreed, handshake_error, observation, refusal, session_lost, Refusal};
+use serde_json::{json, Map, Value};
 
-/// The protocol revision asked for in `initialize`; servers answer with one they support.
+/// The stateless revision, tried first.
+pub const MODERN: &str = "2026-07-28";
+/// The revision asked for in `initialize`; servers answer with one they support (`LEGACY`).
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The handshake revisions the gateway speaks, newest first.
+pub const LEGACY: [&str; 3] = ["2025-11-25", PROTOCOL_VERSION, "2025-03-26"];
 pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The revision a request is sent in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revision {
+    /// 2026-07-28: every request says its version and capabilities; no session.
+    Modern,
+    /// A handshake revision (one of `LEGACY`), as the server's `initialize` result named it.
+    Legacy(&'static str),
+}
+
+impl Revision {
+    pub fn version(self) -> &'static str {
+        match self {
+            Revision::Modern => MODERN,
+            Revision::Legacy(v) => v,
+        }
+    }
+
+    /// The handshake revision `version` names, if the gateway speaks it.
+    pub fn legacy(version: &str) -> Option<Revision> {
+        LEGACY.iter().find(|v| **v == version).map(|v| Revision::Legacy(v))
+    }
+}
 
 /// A tool of an MCP server: its name on the server (the model's may be sanitized) and its compiled
 /// `inputSchema`, checked before anything is sent.
@@ -42,7 +72,7 @@ pub fn initialize(api: &Api, path: &str) -> Request {
     let params = json!({
         "protocolVersion": PROTOCOL_VERSION,
         "capabilities": {},
-        "clientInfo": {"name": "api-agent", "version": env!("CARGO_PKG_VERSION")},
+        "clientInfo": client_info(),
     });
     post(api, path, rpc(0, "initialize", params))
 }
@@ -61,15 +91,59 @@ pub fn initialized(api: &Api, path: &str) -> Request {
     post(api, path, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
 }
 
-/// `request` with the JSON-RPC id `id`, which must be unique within the session.
-pub fn with_id(mut request: Request, id: &str) -> Request {
-    if let Some(Value::Object(mut m)) = request.body.as_deref().and_then(|b| serde_json::from_slice(b).ok()) {
-        if m.contains_key("id") {
-            m.insert("id".into(), id.into());
-            request.body = Some(Value::Object(m).to_string().into_bytes());
-        }
+/// `request` with the JSON-RPC id `id` (unique within a session; a notification keeps none) in
+/// `revision`: its `MCP-Protocol-Version`, and in 2026-07-28 the request's `_meta` (version, client,
+/// capabilities) with the `Mcp-Method` and `Mcp-Name` headers that mirror the body.
+pub fn speaking(mut request: Request, revision: Revision, id: &str) -> Request {
+    let version = revision.version();
+    request.headers.retain(|(k, _)| !matches!(k.as_str(), "mcp-protocol-version" | "mcp-method" | "mcp-name"));
+    request.headers.push(("mcp-protocol-version".into(), version.into()));
+    let Some(Value::Object(mut m)) = request.body.as_deref().and_then(|b| serde_json::from_slice(b).ok()) else {
+        return request;
+    };
+    if m.contains_key("id") {
+        m.insert("id".into(), id.into());
     }
+    if revision == Revision::Modern {
+        let method = m.get("method").and_then(Value::as_str).unwrap_or_default().to_string();
+        let params = m.entry("params").or_insert_with(|| json!({}));
+        if let Some(name) = params.get("name").and_then(Value::as_str) {
+            request.headers.push(("mcp-name".into(), header_value(name)));
+        }
+        if let Value::Object(p) = params {
+            p.insert("_meta".into(), request_meta());
+        }
+        request.headers.push(("mcp-method".into(), method));
+    }
+    request.body = Some(Value::Object(m).to_string().into_bytes());
     request
+}
+
+/// What a 2026-07-28 request says of its client: no optional capability (no sampling, elicitation
+/// or roots to offer: a result that asks for input is the model's to hear about).
+fn request_meta() -> Value {
+    let mut meta = Map::new();
+    meta.insert("io.modelcontextprotocol/protocolVersion".into(), MODERN.into());
+    meta.insert("io.modelcontextprotocol/clientInfo".into(), client_info());
+    meta.insert("io.modelcontextprotocol/clientCapabilities".into(), json!({}));
+    Value::Object(meta)
+}
+
+fn client_info() -> Value {
+    json!({"name": "api-agent", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// A header value as 2026-07-28 carries it: as it is when it is plain visible ASCII (spaces inside),
+/// else base64 in the `=?base64?…?=` sentinel (also a value that looks like one).
+pub fn header_value(value: &str) -> String {
+    let visible = value.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    let padded = value.starts_with(' ') || value.ends_with(' ');
+    let sentinel = value.starts_with("=?base64?") && value.ends_with("?=");
+    let plain = visible && !padded && !sentinel;
+    match plain {
+        true => value.to_string(),
+        false => format!("=?base64?{}?=", crate::doc::base64(value.as_bytes())),
+    }
 }
 
 /// `request` in session `session` (servers without sessions give none).

@@ -1,8 +1,71 @@
 //! MCP replies (JSON, or SSE-framed JSON-RPC messages) as observations the model can act on.
 
+use super::{Revision, LEGACY, MODERN};
 use crate::doc::truncate;
 use crate::tools::reply::{compressed, http_observation};
 use serde_json::Value;
+
+/// 2026-07-28's `UnsupportedProtocolVersionError`, which lists the versions the server speaks.
+const UNSUPPORTED_VERSION: i64 = -32022;
+/// The codes the MCP specification reserves for itself (2026-07-28 on): only a modern server answers
+/// with one.
+const MODERN_CODES: std::ops::RangeInclusive<i64> = -32099..=-32020;
+
+/// How a server refused a request sent in 2026-07-28 (the specification's backward compatibility:
+/// a 4xx without a recognized modern JSON-RPC error is a handshake-era server).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A 2025 server: open a session with `initialize`.
+    Legacy,
+    /// A modern server that does not speak 2026-07-28 but one of these versions.
+    Versions(Vec<String>),
+}
+
+/// How the reply to a 2026-07-28 request refused it, if it did in a way the gateway can answer: the
+/// server is of the handshake era, or speaks other versions. `None`: the reply is the request's own
+/// (a result, or a modern server's error).
+pub fn refusal(status: u16, body: &[u8]) -> Option<Refusal> {
+    let error = response(body).and_then(|m| m.get("error").cloned());
+    let code = error.as_ref().and_then(|e| e.get("code")).and_then(Value::as_i64);
+    if code == Some(UNSUPPORTED_VERSION) {
+        let supported = error.as_ref().and_then(|e| e.pointer("/data/supported")).and_then(Value::as_array);
+        let versions = supported.into_iter().flatten().filter_map(Value::as_str).map(str::to_string);
+        return Some(Refusal::Versions(versions.collect()));
+    }
+    // A modern server's own error; 404 with "method not found" is how it says it lacks the method.
+    let modern = code.is_some_and(|c| MODERN_CODES.contains(&c)) || (status == 404 && code == Some(-32601));
+    (matches!(status, 400 | 404 | 405) && !modern).then_some(Refusal::Legacy)
+}
+
+impl Refusal {
+    /// The revision to try next after this refusal of `tried`, or why there is none.
+    pub fn next(&self, tried: Revision) -> Result<Revision, String> {
+        match self {
+            Refusal::Legacy if tried == Revision::Modern => Ok(Revision::Legacy(super::PROTOCOL_VERSION)),
+            Refusal::Versions(v) if v.iter().any(|v| v == MODERN) && tried != Revision::Modern => Ok(Revision::Modern),
+            Refusal::Versions(v) => match v.iter().find_map(|v| Revision::legacy(v)) {
+                Some(legacy) if tried == Revision::Modern => Ok(legacy),
+                _ => Err(format!(
+                    "the server speaks MCP {}; the gateway speaks {MODERN}, {}",
+                    v.join(", "),
+                    LEGACY.join(", ")
+                )),
+            },
+            Refusal::Legacy => Err("the server refused the request".into()),
+        }
+    }
+}
+
+/// The revision an `initialize` result agreed on (`protocolVersion`), or why the gateway cannot speak it.
+pub fn agreed(body: &[u8]) -> Result<Revision, String> {
+    let result = response(body).and_then(|m| m.get("result").cloned()).unwrap_or(Value::Null);
+    match result.get("protocolVersion").and_then(Value::as_str) {
+        Some(v) => Revision::legacy(v).ok_or_else(|| {
+            format!("the server answered MCP {}; the gateway speaks {}", truncate(v, 40), LEGACY.join(", "))
+        }),
+        None => Err("the initialize result names no protocolVersion".into()),
+    }
+}
 
 /// What the model is told of a `tools/call` reply: the result's content as text (structured content
 /// as JSON when there is no text; images and other binary content described, not dumped); a tool's
@@ -17,6 +80,9 @@ pub fn observation(tool: &str, max: usize, status: u16, headers: &[(String, Stri
     let text = match response(body) {
         Some(m) => match (m.get("result"), m.get("error")) {
             (_, Some(e)) => format!("'{tool}' failed: MCP error {}", rpc_error(e)),
+            (Some(r), None) if r.get("resultType").and_then(Value::as_str) == Some("input_required") => {
+                format!("'{tool}' asked for input the gateway cannot give (sampling, elicitation or roots).")
+            }
             (Some(r), None) if r.get("isError").and_then(Value::as_bool) == Some(true) => {
                 format!("'{tool}' reported an error: {}", content(r))
             }
