@@ -118,7 +118,7 @@ impl Exchange {
         meta.memory = instance.memory().borrow_mut().recall(self.config_index, &cfg, &meta.client_headers, meta.now_ms);
         self.rid = meta.id.clone();
         admit::for_the_llm(port, &self.rid, &cfg);
-        if api == Api::Responses {
+        if api != Api::ChatCompletions {
             // The model speaks chat completions: a first turn forwarded through the route goes to
             // `llm.path`. Set now, at request-header time, while the headers can still change.
             set_header(port, &self.rid, Headers::Request, ":path", Some(&cfg.llm.path));
