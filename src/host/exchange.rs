@@ -155,8 +155,10 @@ impl Exchange {
         let code: u16 = status.parse().unwrap_or(0);
         let ok = (200..300).contains(&code);
         let content_type = port.header(Headers::Response, "content-type").unwrap_or_default();
-        if !ok && admit::mentions_json(&content_type) && !holds_headers {
-            // The provider's own JSON error: the client sees it as it is.
+        let messages = self.agent.as_ref().is_some_and(|a| a.api() == Api::Messages);
+        if !ok && admit::mentions_json(&content_type) && !holds_headers && !messages {
+            // The provider's own JSON error: the client sees it as it is (a Messages client gets it
+            // in Anthropic's shape: the agent reads it).
             log::info!("#{} upstream LLM answered {status}; passed through", self.rid);
             self.agent = None;
             return Head::Pass;
