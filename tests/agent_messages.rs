@@ -100,7 +100,8 @@ fn translation_of_a_full_request_is_golden() {
 #[test]
 fn thinking_budgets_are_reasoning_efforts() {
     for (budget, effort) in [(1024, Some("low")), (4096, Some("medium")), (16384, Some("high"))] {
-        let body = with(ask("q"), json!({"max_tokens": 32000, "thinking": {"type": "enabled", "budget_tokens": budget}}));
+        let body =
+            with(ask("q"), json!({"max_tokens": 32000, "thinking": {"type": "enabled", "budget_tokens": budget}}));
         let (chat, _) = translate(body.to_string().as_bytes()).unwrap();
         assert_eq!(chat.raw.get("reasoning_effort").and_then(Value::as_str), effort, "{budget}");
     }
@@ -119,7 +120,8 @@ fn the_answer_is_a_golden_message_with_thinking_and_usage_summed() {
     turn["model"] = json!("mock-llm");
     let turns = vec![native_calls(&[("c", "showPetById", json!({"petId": "7"}))]), Turn::Raw(200, turn.to_string())];
     let mut h = harness("native", json!({}), turns);
-    let out = h.run(&with(ask("Who is pet 7?"), json!({"system": "Answer in one line.", "metadata": {"user_id": "u1"}})));
+    let out =
+        h.run(&with(ask("Who is pet 7?"), json!({"system": "Answer in one line.", "metadata": {"user_id": "u1"}})));
     assert_eq!(out.reply.status, 200, "{}", out.body_text());
     assert_eq!(out.reply.content_type, "application/json");
     let first = &out.llm_requests[0];
@@ -148,7 +150,8 @@ fn react_mode_answers_a_string_question() {
 
 #[test]
 fn client_tools_round_trip_as_tool_use_and_tool_result() {
-    let tool = json!({"name": "get_time", "description": "The time", "input_schema": {"type": "object", "properties": {}}});
+    let tool =
+        json!({"name": "get_time", "description": "The time", "input_schema": {"type": "object", "properties": {}}});
     let turns = vec![native_calls(&[("call_9", "get_time", json!({"tz": "UTC"}))])];
     let out = harness("native", json!({}), turns).run(&with(ask("What time is it?"), json!({"tools": [tool]})));
     let m = out.json();
@@ -197,8 +200,21 @@ fn a_stream_follows_the_messages_event_grammar_golden() {
     let ev = events(&out.reply.body);
     let mut kinds = types(&ev);
     kinds.dedup();
-    assert_eq!(kinds, ["message_start", "ping", "content_block_start", "content_block_delta", "content_block_stop",
-        "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]);
+    assert_eq!(
+        kinds,
+        [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
     assert_eq!(ev[3]["delta"], json!({"type": "thinking_delta", "thinking": "Hm."}));
     assert_eq!(ev[4]["delta"], json!({"type": "signature_delta", "signature": ""}));
     assert_eq!(ev[7]["delta"], json!({"type": "text_delta", "text": "Rex."}));
@@ -256,11 +272,17 @@ fn errors_are_in_anthropics_shape() {
     // The gateway's own: a malformed body.
     let out = harness("native", json!({}), vec![]).run(&json!({"max_tokens": 5}));
     assert_eq!(out.reply.status, 400);
-    assert_eq!(out.json(), json!({"type": "error", "error": {"type": "invalid_request_error", "message": "'messages' is required"}}));
+    assert_eq!(
+        out.json(),
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": "'messages' is required"}})
+    );
     // The provider's, to the first turn: its status and message, Anthropic's error type.
-    for (status, kind) in [(429, "rate_limit_error"), (401, "authentication_error"), (503, "overloaded_error"), (500, "api_error")] {
+    for (status, kind) in
+        [(429, "rate_limit_error"), (401, "authentication_error"), (503, "overloaded_error"), (500, "api_error")]
+    {
         let body = json!({"error": {"message": "slow down", "type": "x"}}).to_string();
-        let mut h = harness("native", json!({"loop": "request", "llm": {"maxRetries": 0}}), vec![Turn::Raw(status, body)]);
+        let mut h =
+            harness("native", json!({"loop": "request", "llm": {"maxRetries": 0}}), vec![Turn::Raw(status, body)]);
         let out = h.run(&ask("Who?"));
         assert_eq!(out.reply.status, status, "{}", out.body_text());
         let e = out.json();
@@ -296,8 +318,10 @@ fn messages_path_is_validated_at_load() {
 fn malformed_bodies_are_400s_naming_the_field() {
     let long_name = "t".repeat(10_000);
     let q = json!({"role": "user", "content": "q"});
-    let call = |id: &str| json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "f", "input": {}}]});
-    let result = |id: &str| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "x"}]});
+    let call =
+        |id: &str| json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "f", "input": {}}]});
+    let result =
+        |id: &str| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "x"}]});
     let tool = |t: Value| json!({"tools": [t]});
     let cases = [
         (json!({"model": 5}), "'model' must be a string"),
@@ -328,21 +352,57 @@ fn malformed_bodies_are_400s_naming_the_field() {
         (json!({"messages": [{"role": "system", "content": "x"}]}), "messages[0]: unknown role 'system'"),
         (json!({"messages": [{"role": "user", "content": 5}]}), "messages[0]"),
         (json!({"messages": [{"role": "user", "content": "q", "name": "x"}]}), "messages[0]: unknown field 'name'"),
-        (json!({"messages": [{"role": "user", "content": [{"type": "audio"}]}]}), "messages[0].content[0]: blocks of type 'audio' are not supported"),
-        (json!({"messages": [{"role": "user", "content": [{"text": "q"}]}]}), "messages[0].content[0]: 'type' is required"),
-        (json!({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}), "messages[0].content[0]: 'text' must be a string, not integer"),
-        (json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]}), "messages[0].content[0]: source: image sources of type 'file' are not supported"),
-        (json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}]}]}), "messages[0].content[0]: source: 'media_type' is required"),
-        (json!({"messages": [q, {"role": "assistant", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}]}), "messages[1]: content[0]: an assistant message holds"),
-        (json!({"messages": [{"role": "user", "content": [{"type": "thinking", "thinking": "x"}]}]}), "messages[0]: content[0]: a user message holds"),
-        (json!({"messages": [q, result("nope")]}), "messages[1]: content[0]: 'tool_use_id' 'nope' matches no earlier unanswered tool_use"),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "audio"}]}]}),
+            "messages[0].content[0]: blocks of type 'audio' are not supported",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"text": "q"}]}]}),
+            "messages[0].content[0]: 'type' is required",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}),
+            "messages[0].content[0]: 'text' must be a string, not integer",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]}),
+            "messages[0].content[0]: source: image sources of type 'file' are not supported",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}]}]}),
+            "messages[0].content[0]: source: 'media_type' is required",
+        ),
+        (
+            json!({"messages": [q, {"role": "assistant", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}]}),
+            "messages[1]: content[0]: an assistant message holds",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "thinking", "thinking": "x"}]}]}),
+            "messages[0]: content[0]: a user message holds",
+        ),
+        (
+            json!({"messages": [q, result("nope")]}),
+            "messages[1]: content[0]: 'tool_use_id' 'nope' matches no earlier unanswered tool_use",
+        ),
         (json!({"messages": [q, call("c1"), result("c2")]}), "matches no earlier unanswered tool_use"),
         (json!({"messages": [q, call("c1")]}), "messages[1]: the tool_use 'c1' has no tool_result"),
         (json!({"messages": [q, call("c1"), q]}), "messages[2]: the tool_use 'c1' has no tool_result in this message"),
-        (json!({"messages": [q, call("c1"), result("c1"), result("c1")]}), "messages[3]: content[0]: 'tool_use_id' 'c1' matches no"),
-        (json!({"messages": [q, {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": long_name, "input": {}}]}, result("c")]}), "messages[1]: content[0]: the tool name"),
-        (json!({"messages": [q, {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f", "input": "{}"}]}, result("c")]}), "messages[1]: content[0]: 'input' must be an object"),
-        (json!({"messages": [q, call("c"), {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}]}]}), "a chat tool message holds text only"),
+        (
+            json!({"messages": [q, call("c1"), result("c1"), result("c1")]}),
+            "messages[3]: content[0]: 'tool_use_id' 'c1' matches no",
+        ),
+        (
+            json!({"messages": [q, {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": long_name, "input": {}}]}, result("c")]}),
+            "messages[1]: content[0]: the tool name",
+        ),
+        (
+            json!({"messages": [q, {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f", "input": "{}"}]}, result("c")]}),
+            "messages[1]: content[0]: 'input' must be an object",
+        ),
+        (
+            json!({"messages": [q, call("c"), {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}]}]}),
+            "a chat tool message holds text only",
+        ),
         (json!({"messages": [{"role": "assistant", "content": "hello"}]}), "needs a user message with text"),
         (json!({"tools": 5}), "'tools' must be an array"),
         (tool(json!(5)), "tools[0]: a tool must be an object"),
@@ -352,7 +412,10 @@ fn malformed_bodies_are_400s_naming_the_field() {
         (tool(json!({"name": long_name, "input_schema": {}})), "tools[0]: the tool name"),
         (tool(json!({"name": "f", "input_schema": "{}"})), "tools[0]: 'input_schema' must be an object"),
         (tool(json!({"name": "f", "description": 1, "input_schema": {}})), "tools[0]: 'description' must be a string"),
-        (tool(json!({"type": "web_search_20250305", "name": "web_search"})), "tools[0]: tools of type 'web_search_20250305' are not supported"),
+        (
+            tool(json!({"type": "web_search_20250305", "name": "web_search"})),
+            "tools[0]: tools of type 'web_search_20250305' are not supported",
+        ),
         (json!({"tool_choice": "auto"}), "'tool_choice' must be an object"),
         (json!({"tool_choice": {"type": "sometimes"}}), "tool_choice: 'type' must be 'auto', 'any', 'tool' or 'none'"),
         (json!({"tool_choice": {"type": "tool"}}), "tool_choice: 'name' is required"),
@@ -371,7 +434,11 @@ fn malformed_bodies_are_400s_naming_the_field() {
         let shown: String = extra.to_string().chars().take(200).collect();
         assert_eq!(out.reply.status, 400, "{shown}: {}", out.body_text());
         let e = out.json();
-        assert_eq!((e["type"].as_str(), e["error"]["type"].as_str()), (Some("error"), Some("invalid_request_error")), "{shown}: {e}");
+        assert_eq!(
+            (e["type"].as_str(), e["error"]["type"].as_str()),
+            (Some("error"), Some("invalid_request_error")),
+            "{shown}: {e}"
+        );
         let message = e["error"]["message"].as_str().unwrap();
         assert!(message.contains(says), "{shown}: {message}");
         assert!(out.llm_requests.is_empty(), "{shown}");
@@ -382,8 +449,11 @@ fn malformed_bodies_are_400s_naming_the_field() {
         assert_eq!(out.json()["error"]["type"], "invalid_request_error");
     }
     // What is well formed still passes: nulls, a known call answered, string tool results.
-    let ok = with(ask("q"), json!({"messages": [q, call("c1"), result("c1")], "temperature": null, "system": null,
-        "tools": [{"type": "custom", "name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "any"}}));
+    let ok = with(
+        ask("q"),
+        json!({"messages": [q, call("c1"), result("c1")], "temperature": null, "system": null,
+        "tools": [{"type": "custom", "name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "any"}}),
+    );
     assert!(translate(ok.to_string().as_bytes()).is_ok());
 }
 

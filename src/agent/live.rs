@@ -269,8 +269,7 @@ impl Live {
 
     /// A keep-alive comment, when the stream has been silent for a while.
     pub fn keep_alive(&mut self, now: u64) -> Option<Vec<u8>> {
-        (self.is_open() && now >= self.last_sent + KEEP_ALIVE_MS)
-            .then(|| self.note_sent(self.wire.keep_alive(), now))
+        (self.is_open() && now >= self.last_sent + KEEP_ALIVE_MS).then(|| self.note_sent(self.wire.keep_alive(), now))
     }
 
     /// When to wake for the next keep-alive: on a fixed grid from the opening, so that a host that

@@ -65,14 +65,18 @@ struct Message<'a> {
     api_agent_steps: Option<&'a Value>,
 }
 
-/// A delta of a content block.
+/// A delta of a content block (`text_delta`, …).
 #[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 enum Delta<'a> {
-    TextDelta { text: &'a str },
-    ThinkingDelta { thinking: &'a str },
-    SignatureDelta { signature: &'a str },
-    InputJsonDelta { partial_json: &'a str },
+    #[serde(rename = "text_delta")]
+    Text { text: &'a str },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: &'a str },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: &'a str },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: &'a str },
 }
 
 #[derive(Serialize)]
@@ -254,7 +258,7 @@ impl Events {
         let Some(open) = self.open.take() else { return };
         let index = self.blocks - 1;
         if open == Open::Thinking {
-            Event::ContentBlockDelta { index, delta: Delta::SignatureDelta { signature: "" } }.write(out);
+            Event::ContentBlockDelta { index, delta: Delta::Signature { signature: "" } }.write(out);
         }
         Event::ContentBlockStop { index }.write(out);
     }
@@ -271,8 +275,7 @@ impl Events {
             self.start(Block::Thinking { thinking: "", signature: "" }, &mut out);
             self.open = Some(Open::Thinking);
         }
-        Event::ContentBlockDelta { index: self.blocks - 1, delta: Delta::ThinkingDelta { thinking: text } }
-            .write(&mut out);
+        Event::ContentBlockDelta { index: self.blocks - 1, delta: Delta::Thinking { thinking: text } }.write(&mut out);
         out
     }
 
@@ -286,8 +289,7 @@ impl Events {
             self.texted = true;
         }
         if !delta.is_empty() {
-            Event::ContentBlockDelta { index: self.blocks - 1, delta: Delta::TextDelta { text: delta } }
-                .write(&mut out);
+            Event::ContentBlockDelta { index: self.blocks - 1, delta: Delta::Text { text: delta } }.write(&mut out);
         }
         out
     }
@@ -304,7 +306,7 @@ impl Events {
             let json = c.input.to_string();
             let block = Block::ToolUse { id: c.id, name: c.name, input: Value::Object(Default::default()) };
             let index = self.start(block, &mut out);
-            Event::ContentBlockDelta { index, delta: Delta::InputJsonDelta { partial_json: &json } }.write(&mut out);
+            Event::ContentBlockDelta { index, delta: Delta::InputJson { partial_json: &json } }.write(&mut out);
             Event::ContentBlockStop { index }.write(&mut out);
         }
         let delta = MessageDelta { stop_reason: stop_reason(a.finish_reason), stop_sequence: None };

@@ -109,7 +109,10 @@ fn block(v: &Value) -> Result<Block<'_>, Invalid> {
                 None => false,
                 Some(Value::Bool(e)) => *e,
                 Some(other) => {
-                    return Err(Invalid::new("is_error", format!("'is_error' must be true or false, not {}", type_name(other))))
+                    return Err(Invalid::new(
+                        "is_error",
+                        format!("'is_error' must be true or false, not {}", type_name(other)),
+                    ))
                 }
             };
             Block::ToolResult { id: b.text("tool_use_id")?, content: b.get("content"), is_error }
@@ -245,7 +248,8 @@ fn conversation(messages: &[Value]) -> Result<Vec<Value>, Invalid> {
         let where_ = format!("messages[{i}]");
         let m = at(Obj::of(m, "a message"), &where_)?;
         at(m.only(&["role", "content"]), &where_)?;
-        let content = m.get("content").ok_or_else(|| Invalid::new("content", "'content' is required").within(&where_))?;
+        let content =
+            m.get("content").ok_or_else(|| Invalid::new("content", "'content' is required").within(&where_))?;
         let blocks = match content {
             Value::String(text) => vec![Block::Text(text)],
             Value::Array(blocks) => blocks
@@ -477,8 +481,8 @@ fn thinking(chat: &mut Map<String, Value>, thinking: Option<Value>, max_tokens: 
         return Err(Invalid::new("thinking.budget_tokens", why));
     };
     let effort = match budget {
-        ..4096 => "low",
-        ..16384 => "medium",
+        0..4096 => "low",
+        4096..16384 => "medium",
         _ => "high",
     };
     chat.insert("reasoning_effort".into(), effort.into());
