@@ -2,6 +2,7 @@
 //! gateway's own APIs. Everything but `filter` and `cli` is a pure, host-independent core.
 
 pub mod agent;
+pub mod anthropic;
 pub mod config;
 pub mod doc;
 pub mod host;

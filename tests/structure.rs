@@ -51,8 +51,9 @@ const LAYERS: &[&[&str]] = &[
     &["doc", "redact", "tz", "upstream", "vec_map"],
     // Formats: JSON Schema, the OpenAI wire, OpenAPI documents.
     &["schema", "openai", "openapi"],
-    // The tool registry (OpenAPI and MCP tools), then the prompts built from it.
-    &["tools"],
+    // The tool registry (OpenAPI and MCP tools), and Anthropic Messages (read into and written from
+    // the OpenAI wire); then the prompts built from the registry.
+    &["tools", "anthropic"],
     &["prompt"],
     // The plugin configuration, validated once.
     &["config"],

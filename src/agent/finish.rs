@@ -5,11 +5,10 @@ use super::convo::Convo;
 use super::error::{AgentError, ErrorCode};
 use super::live::Live;
 use super::protocol::{CallId, Command, Reply, RequestMeta};
-use super::wire::Wire;
+use super::wire::{Front, Wire};
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::answer::{self, Answer, FinishReason};
-use crate::openai::responses_out::Echo;
 use crate::openai::ChatRequest;
 use serde_json::Value;
 
@@ -45,7 +44,7 @@ impl Response {
             id,
             created: meta.unix_s,
             stream: false,
-            wire: Wire::new(&meta.id, meta.unix_s, false, None),
+            wire: Wire::new(&meta.id, meta.unix_s, false, &Front::before_reading(meta.api)),
             responding: false,
             live: None,
             limit,
@@ -53,11 +52,10 @@ impl Response {
         }
     }
 
-    /// What the client's request asks of its response.
-    /// What the client's request asks of its response: `echo` for a Responses request.
-    pub fn asked(&mut self, req: &ChatRequest, echo: Option<&Echo>) {
+    /// What the client's request asks of its response, and what its API's answer echoes.
+    pub fn asked(&mut self, req: &ChatRequest, front: &Front) {
         self.stream = req.stream;
-        self.wire = Wire::new(&self.id, self.created, req.include_usage, echo);
+        self.wire = Wire::new(&self.id, self.created, req.include_usage, front);
     }
 
     /// The host streams callouts: a streaming client gets its answer live (`relay`: the text as the
@@ -196,8 +194,8 @@ impl Response {
         let err = answer::error_at(&message, e.kind(), e.code.as_str(), e.param.as_deref());
         let (content_type, body) = match (self.responding, self.stream) {
             (true, true) => (answer::SSE, self.end_of_stream_error(err, e)),
-            (true, false) => (answer::JSON, self.wire.clone().late_error(err, false, false)),
-            (false, _) => (answer::JSON, err.to_string().into_bytes()),
+            (true, false) => (answer::JSON, self.wire.clone().late_error(err, e.status, false, false)),
+            (false, _) => (answer::JSON, self.wire.error_object(&err, e.status)),
         };
         Reply { status: e.status, content_type, body }
     }
@@ -210,13 +208,23 @@ impl Response {
             Some(l) => (l.wire_ref().clone(), l.sent_bytes),
             None => (self.wire.clone(), 0),
         };
-        let body = wire.clone().late_error(err, true, live.is_some());
+        let body = wire.clone().late_error(err, e.status, true, live.is_some());
         if sent + body.len() <= self.limit {
             return body;
         }
         let code = e.code.as_str();
         let short = format!("the request failed ({code}); the details are in the gateway's log");
-        wire.late_error(answer::error(&short, e.kind(), code), true, live.is_some())
+        wire.late_error(answer::error(&short, e.kind(), code), e.status, true, live.is_some())
+    }
+
+    /// The provider's error answer to the first turn (`upstream_error`), in the client's API's shape.
+    pub fn upstream_error(&self, status: u16, body: &[u8]) -> Reply {
+        let mut reply = upstream_error(status, body);
+        if matches!(self.wire, Wire::Messages(_)) {
+            let err = serde_json::from_slice::<Value>(&reply.body).unwrap_or_default();
+            reply.body = self.wire.error_object(&err, status);
+        }
+        reply
     }
 }
 

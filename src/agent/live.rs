@@ -269,8 +269,7 @@ impl Live {
 
     /// A keep-alive comment, when the stream has been silent for a while.
     pub fn keep_alive(&mut self, now: u64) -> Option<Vec<u8>> {
-        (self.is_open() && now >= self.last_sent + KEEP_ALIVE_MS)
-            .then(|| self.note_sent(crate::openai::answer::KEEP_ALIVE.to_vec(), now))
+        (self.is_open() && now >= self.last_sent + KEEP_ALIVE_MS).then(|| self.note_sent(self.wire.keep_alive(), now))
     }
 
     /// When to wake for the next keep-alive: on a fixed grid from the opening, so that a host that
@@ -390,6 +389,7 @@ fn marker_from(text: &str, m: &str, from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::wire::Front;
 
     /// The relayable text after feeding `text` whole, and after feeding it a byte at a time.
     fn react_ready(text: &str) -> Option<&str> {
@@ -427,7 +427,7 @@ mod tests {
 
     #[test]
     fn native_content_is_relayed_until_a_tool_call_and_the_rest_follows_the_relayed_text() {
-        let mut l = Live::new(Mode::Native, true, Wire::new("1", 7, false, None), 1 << 20);
+        let mut l = Live::new(Mode::Native, true, Wire::new("1", 7, false, &Front::Chat), 1 << 20);
         l.start_turn(CallId(1));
         l.head_of(CallId(1), 200, true);
         assert!(!l.is_open(), "a head alone does not open the stream");
@@ -445,7 +445,7 @@ mod tests {
 
     #[test]
     fn text_of_a_turn_that_then_calls_tools_stays_and_the_next_turn_starts_a_paragraph() {
-        let mut l = Live::new(Mode::Native, true, Wire::new("c", 7, false, None), 1 << 20);
+        let mut l = Live::new(Mode::Native, true, Wire::new("c", 7, false, &Front::Chat), 1 << 20);
         l.start_turn(CallId(1));
         l.head_of(CallId(1), 200, true);
         assert!(l.data(CallId(1), &chunk("Let me look."), "m", 1).is_some());
@@ -464,7 +464,7 @@ mod tests {
 
     #[test]
     fn no_relay_in_json_mode_or_before_a_2xx_and_keep_alives_follow_a_fixed_grid() {
-        let mut l = Live::new(Mode::Native, false, Wire::new("c", 7, false, None), 1 << 20);
+        let mut l = Live::new(Mode::Native, false, Wire::new("c", 7, false, &Front::Chat), 1 << 20);
         l.start_turn(CallId(1));
         l.head_of(CallId(1), 429, false);
         assert!(l.data(CallId(1), &chunk("x"), "m", 0).is_none());

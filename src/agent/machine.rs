@@ -7,7 +7,7 @@ use super::batch::Batch;
 use super::calls::{self, Calls};
 use super::convo::{Convo, Next};
 use super::error::{AgentError, ErrorCode};
-use super::finish::{self, Response};
+use super::finish::Response;
 use super::format::{Format, Target};
 use super::identity::Identity;
 use super::learn::Learning;
@@ -205,11 +205,11 @@ impl Machine {
 
     fn start(&mut self, body: &[u8], now_ms: u64) -> Step {
         self.spans.start(&self.cfg.tracing.agent_name);
-        let (mut req, echo) = match wire::read_request(self.meta.api, body) {
+        let (mut req, front) = match wire::read_request(self.meta.api, body) {
             Ok(parsed) => parsed,
             Err(e) => return self.fail(e),
         };
-        self.response.asked(&req, echo.as_ref());
+        self.response.asked(&req, &front);
         let model = self.cfg.llm.model.as_deref().or(req.model.as_deref()).unwrap_or_default();
         self.template_opens |= self.learning.asks(model, &self.meta.memory).template_opens;
         let json = match Target::for_request(&self.cfg, &req) {
@@ -356,7 +356,7 @@ impl Machine {
             // The provider's own answer to the client's request: its status and error, as sent.
             self.report.failed(status, ErrorCode::UpstreamError);
             log::warn!("#{} the LLM answered the first turn HTTP {status}: {}", self.meta.id, calls::excerpt(body));
-            return (State::Done, vec![Command::Reply(finish::upstream_error(status, body))]);
+            return (State::Done, vec![Command::Reply(self.response.upstream_error(status, body))]);
         }
         if let Some(e) = llm::status_error(status, body) {
             return self.fail(e);

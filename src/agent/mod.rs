@@ -91,6 +91,11 @@ impl Agent {
         &self.machine.meta.id
     }
 
+    /// The API the client spoke.
+    pub fn api(&self) -> Api {
+        self.machine.meta.api
+    }
+
     /// Whether the client asked for SSE; known once the request was read.
     pub fn wants_stream(&self) -> bool {
         self.machine.response.stream

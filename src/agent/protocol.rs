@@ -122,6 +122,8 @@ pub enum Api {
     ChatCompletions,
     /// `…/responses` (or `responses.path`): translated into chat completions for the model.
     Responses,
+    /// `…/v1/messages` (or `messages.path`): Anthropic Messages, translated likewise.
+    Messages,
 }
 
 /// Minted by the agent for every callout; the host maps its own tokens to these.

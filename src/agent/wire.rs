@@ -1,29 +1,52 @@
 //! How the answer is written, chosen once from what the request was (`RequestMeta::api`): chat completions
-//! (`chat.completion` and its chunks) or the Responses API (`response` and its events). `finish.rs`
+//! (`chat.completion` and its chunks), the Responses API (`response` and its events) or Anthropic
+//! Messages (`message` and its events). `finish.rs`
 //! and `live.rs` write every answer, stream and late error through this, never by asking the API.
 
 use super::error::AgentError;
 use super::protocol::Api;
+use crate::anthropic;
 use crate::openai::answer::{self, Answer, ChunkHead};
 use crate::openai::responses::translate;
 use crate::openai::responses_out::{Echo, Events};
 use crate::openai::ChatRequest;
 use serde_json::Value;
 
-/// The client's body as the chat request the loop runs, and for a Responses request what its
-/// answer echoes; `Err` is a 400.
-pub fn read_request(api: Api, body: &[u8]) -> Result<(ChatRequest, Option<Echo>), AgentError> {
-    match api {
-        Api::ChatCompletions => ChatRequest::parse(body).map(|r| (r, None)).map_err(AgentError::from),
-        Api::Responses => translate(body).map(|(r, echo)| (r, Some(echo))).map_err(AgentError::from),
+/// What the answer repeats from the request, by the API the client spoke.
+#[derive(Debug, Clone)]
+pub enum Front {
+    Chat,
+    Responses(Echo),
+    Messages(anthropic::Echo),
+}
+
+impl Front {
+    /// Before the body is read: a Messages client's errors are in Anthropic's shape already.
+    pub fn before_reading(api: Api) -> Front {
+        match api {
+            Api::Messages => Front::Messages(anthropic::Echo::default()),
+            Api::ChatCompletions | Api::Responses => Front::Chat,
+        }
     }
 }
 
-/// The answer's format; `Responses` carries what the answer echoes and the stream's state.
+/// The client's body as the chat request the loop runs, and what its answer echoes; `Err` is a 400.
+pub fn read_request(api: Api, body: &[u8]) -> Result<(ChatRequest, Front), AgentError> {
+    match api {
+        Api::ChatCompletions => ChatRequest::parse(body).map(|r| (r, Front::Chat)).map_err(AgentError::from),
+        Api::Responses => translate(body).map(|(r, echo)| (r, Front::Responses(echo))).map_err(AgentError::from),
+        Api::Messages => {
+            anthropic::translate(body).map(|(r, echo)| (r, Front::Messages(echo))).map_err(AgentError::from)
+        }
+    }
+}
+
+/// The answer's format; `Responses` and `Messages` carry what the answer echoes and the stream's state.
 #[derive(Debug, Clone)]
 pub enum Wire {
     Chat(Chat),
     Responses(Box<Events>),
+    Messages(Box<anthropic::Events>),
 }
 
 /// What every chunk of a chat stream repeats.
@@ -43,18 +66,24 @@ impl Chat {
 
 impl Wire {
     /// `id`: the request's; each API prefixes it its own way.
-    pub fn new(id: &str, created: u64, include_usage: bool, echo: Option<&Echo>) -> Wire {
-        match echo {
-            Some(echo) => Wire::Responses(Box::new(Events::new(format!("resp_{id}"), created, echo.clone()))),
-            None => Wire::Chat(Chat { id: format!("chatcmpl-{id}"), created, model: String::new(), include_usage }),
+    pub fn new(id: &str, created: u64, include_usage: bool, front: &Front) -> Wire {
+        match front {
+            Front::Responses(echo) => {
+                Wire::Responses(Box::new(Events::new(format!("resp_{id}"), created, echo.clone())))
+            }
+            Front::Messages(echo) => Wire::Messages(Box::new(anthropic::Events::new(format!("msg_{id}"), echo))),
+            Front::Chat => {
+                Wire::Chat(Chat { id: format!("chatcmpl-{id}"), created, model: String::new(), include_usage })
+            }
         }
     }
 
-    /// The answer's id (`chatcmpl-…` or `resp_…`).
+    /// The answer's id (`chatcmpl-…`, `resp_…` or `msg_…`).
     pub fn id(&self) -> &str {
         match self {
             Wire::Chat(c) => &c.id,
             Wire::Responses(e) => e.id(),
+            Wire::Messages(e) => e.id(),
         }
     }
 
@@ -63,6 +92,7 @@ impl Wire {
         match self {
             Wire::Chat(c) => c.model = model.to_string(),
             Wire::Responses(e) => e.model = model.to_string(),
+            Wire::Messages(e) => e.model = model.to_string(),
         }
     }
 
@@ -71,6 +101,7 @@ impl Wire {
         match self {
             Wire::Chat(c) => c.head().role_event(),
             Wire::Responses(e) => e.open(),
+            Wire::Messages(e) => e.open(),
         }
     }
 
@@ -79,6 +110,7 @@ impl Wire {
         match self {
             Wire::Chat(c) => c.head().reasoning_event(text),
             Wire::Responses(e) => e.reasoning(text),
+            Wire::Messages(e) => e.reasoning(text),
         }
     }
 
@@ -87,6 +119,7 @@ impl Wire {
         match self {
             Wire::Chat(c) => c.head().content_event(text),
             Wire::Responses(e) => e.text(text),
+            Wire::Messages(e) => e.text(text),
         }
     }
 
@@ -95,6 +128,7 @@ impl Wire {
         match self {
             Wire::Chat(c) => answer::rest(a, &c.head(), rest),
             Wire::Responses(e) => e.end(a, rest),
+            Wire::Messages(e) => e.end(a, rest),
         }
     }
 
@@ -117,12 +151,34 @@ impl Wire {
                 e.model = a.model.to_string();
                 e.whole(a)
             }
+            Wire::Messages(e) => {
+                e.model = a.model.to_string();
+                e.whole(a)
+            }
+        }
+    }
+
+    /// A keep-alive while tools run: an SSE comment, or a `ping` event for a Messages client (its
+    /// streams have one).
+    pub fn keep_alive(&self) -> Vec<u8> {
+        match self {
+            Wire::Messages(_) => anthropic::Events::ping(),
+            _ => answer::KEEP_ALIVE.to_vec(),
+        }
+    }
+
+    /// An error while nothing was sent (`err`: the OpenAI error object, `status`: the reply's): the
+    /// error object of the client's API.
+    pub fn error_object(&self, err: &Value, status: u16) -> Vec<u8> {
+        match self {
+            Wire::Messages(_) => anthropic::answer::error(status, message_of(err)),
+            _ => err.to_string().into_bytes(),
         }
     }
 
     /// An error after the client's 200 (`err`: the error object): in the stream (`opened`: its first
     /// events went out), or as the body of a plain response.
-    pub fn late_error(&mut self, err: Value, stream: bool, opened: bool) -> Vec<u8> {
+    pub fn late_error(&mut self, err: Value, status: u16, stream: bool, opened: bool) -> Vec<u8> {
         match (self, stream) {
             (Wire::Chat(_), true) => answer::error_sse(&err),
             (Wire::Chat(_), false) => answer::late_error(err),
@@ -132,6 +188,13 @@ impl Wire {
                 out
             }
             (Wire::Responses(e), false) => e.failed_object(&err),
+            (Wire::Messages(e), true) => e.failed(status, message_of(&err), opened),
+            (Wire::Messages(_), false) => anthropic::answer::error(status, message_of(&err)),
         }
     }
+}
+
+/// The message of an OpenAI error object `{"error": {"message"}}`.
+fn message_of(err: &Value) -> &str {
+    err.pointer("/error/message").and_then(Value::as_str).unwrap_or("the request failed")
 }

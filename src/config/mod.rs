@@ -150,6 +150,8 @@ pub struct Config {
     /// `responses.path`: requests whose path ends with it speak the Responses API (unset:
     /// `/responses`).
     pub responses_path: Option<String>,
+    /// `messages.path`: requests whose path ends with it speak Anthropic Messages (unset: `/v1/messages`).
+    pub messages_path: Option<String>,
     /// Things accepted but worth an operator's attention (ignored keys, skipped operations); logged once.
     pub warnings: Vec<String>,
     /// The client's request headers that APIs forward or exchange, lower case, each once.
@@ -227,7 +229,8 @@ impl Config {
             None => false,
         };
         let context = parse_context(&mut root)?;
-        let responses_path = parse_responses(&mut root)?;
+        let responses_path = parse_front_path(&mut root, "responses")?;
+        let messages_path = parse_front_path(&mut root, "messages")?;
         let selection = selection::parse_selection(&mut root)?;
         let passthrough = identity::parse_passthrough(&mut root)?;
         if root.get("returnResponseTemplate").is_some() {
@@ -264,6 +267,7 @@ impl Config {
             return_reasoning,
             template_opens,
             responses_path,
+            messages_path,
             warnings,
             identity_headers,
             passthrough,
@@ -494,9 +498,9 @@ fn parse_json_resp(root: &mut Fields<'_>) -> Result<Option<JsonResp>, ConfigErro
     Ok(Some(JsonResp { schema, max_retry, use_response_format, json_object }))
 }
 
-/// `responses: {path}`: where the Responses API is served (a path suffix starting with `/`).
-fn parse_responses(root: &mut Fields<'_>) -> Result<Option<String>, ConfigError> {
-    let Some(mut r) = root.opt_object("responses")? else {
+/// `responses: {path}` or `messages: {path}`: where that API is served (a path suffix starting with `/`).
+fn parse_front_path(root: &mut Fields<'_>, key: &'static str) -> Result<Option<String>, ConfigError> {
+    let Some(mut r) = root.opt_object(key)? else {
         return Ok(None);
     };
     let path = r.opt_str("path")?;

@@ -16,7 +16,7 @@ pub enum NotTaken {
     ContentType,
     /// No body.
     Empty,
-    /// A path that is neither chat completions nor the Responses API.
+    /// A path that is none of chat completions, the Responses API and Anthropic Messages.
     Path,
 }
 
@@ -28,7 +28,7 @@ impl NotTaken {
             NotTaken::ContentType => (415, "this route serves the agent only: the request body must be JSON"),
             NotTaken::Empty => (400, "this route serves the agent only: the request has no body"),
             NotTaken::Path => {
-                (404, "this route serves the agent only: POST to .../chat/completions or the Responses path")
+                (404, "this route serves the agent only: POST to .../chat/completions, the Responses path or the Messages path")
             }
         }
     }
@@ -55,13 +55,16 @@ pub fn candidate(port: &impl Port, end_of_stream: bool) -> Result<String, NotTak
     Ok(path)
 }
 
-/// The API a path speaks, if the agent takes it: chat completions, or the Responses API at
-/// `responses.path` (a path ending in `/responses` by default).
+/// The API a path speaks, if the agent takes it: chat completions, the Responses API at
+/// `responses.path` (a path ending in `/responses` by default), or Anthropic Messages at
+/// `messages.path` (`/v1/messages` by default).
 pub fn api_of(path: &str, cfg: &Config) -> Option<Api> {
     if path.ends_with("/chat/completions") {
         Some(Api::ChatCompletions)
     } else if path.ends_with(cfg.responses_path.as_deref().unwrap_or("/responses")) {
         Some(Api::Responses)
+    } else if path.ends_with(cfg.messages_path.as_deref().unwrap_or("/v1/messages")) {
+        Some(Api::Messages)
     } else {
         None
     }
@@ -231,6 +234,13 @@ mod tests {
         assert_eq!(api_of("/agent/respond", &custom), Some(Api::Responses));
         assert_eq!(api_of("/v1/responses", &custom), None);
         assert_eq!(api_of("/v1/chat/completions", &custom), Some(Api::ChatCompletions));
+        assert_eq!(api_of("/v1/messages", &default), Some(Api::Messages));
+        assert_eq!(api_of("/anthropic/v1/messages", &default), Some(Api::Messages));
+        assert_eq!(api_of("/v1/messages/count_tokens", &default), None);
+        assert_eq!(api_of("/v1/threads/t/messages", &default), None);
+        let custom = cfg(r#""messages": {"path": "/agent/messages"},"#);
+        assert_eq!(api_of("/agent/messages", &custom), Some(Api::Messages));
+        assert_eq!(api_of("/v1/messages", &custom), None);
     }
 
     #[test]

@@ -153,7 +153,7 @@ impl Exchange {
         meta.memory = instance.memory().borrow_mut().recall(self.config_index, &cfg, &meta.client_headers, meta.now_ms);
         self.rid = meta.id.clone();
         admit::for_the_llm(port, &self.rid, &cfg);
-        if api == Api::Responses {
+        if api != Api::ChatCompletions {
             // The model speaks chat completions: a first turn forwarded through the route goes to
             // `llm.path`. Set now, at request-header time, while the headers can still change.
             set_header(port, &self.rid, Headers::Request, ":path", Some(&cfg.llm.path));
@@ -197,8 +197,10 @@ impl Exchange {
         let code: u16 = status.parse().unwrap_or(0);
         let ok = (200..300).contains(&code);
         let content_type = port.header(Headers::Response, "content-type").unwrap_or_default();
-        if !ok && admit::mentions_json(&content_type) && !holds_headers {
-            // The provider's own JSON error: the client sees it as it is.
+        let messages = self.agent.as_ref().is_some_and(|a| a.api() == Api::Messages);
+        if !ok && admit::mentions_json(&content_type) && !holds_headers && !messages {
+            // The provider's own JSON error: the client sees it as it is (a Messages client gets it
+            // in Anthropic's shape: the agent reads it).
             log::info!("#{} upstream LLM answered {status}; passed through", self.rid);
             self.agent = None;
             return Head::Pass;
