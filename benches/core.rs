@@ -84,6 +84,7 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
         seed: 1,
         steps: false,
         context_headers: Vec::new(),
+        policy_headers: Vec::new(),
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),

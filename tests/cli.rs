@@ -316,6 +316,7 @@ fn core_first_request(mode: Mode, question: &str, stream: bool) -> Vec<u8> {
         seed: 1,
         steps: false,
         context_headers: Vec::new(),
+        policy_headers: Vec::new(),
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),

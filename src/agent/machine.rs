@@ -217,7 +217,7 @@ impl Machine {
         if self.meta.live {
             self.response.go_live(self.cfg.mode, json.is_none(), self.template_opens);
         }
-        let approved = approval::scan(&self.cfg, &mut req);
+        let approved = approval::scan(&self.cfg, &mut req, &self.meta);
         if approved.is_empty() {
             // Live streaming needs every turn to be a streamed callout.
             let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.response.is_live();

@@ -29,6 +29,8 @@ mod protocol;
 mod react;
 mod report;
 mod retry;
+mod rule_view;
+mod rules;
 pub mod spans;
 mod steps;
 pub mod summary;

@@ -1,0 +1,71 @@
+//! What the call rules (`policy.rules`) know of one request, and their decisions outside the turn
+//! loop: a tool as a rule reads it, and whether an approval the client sent may run its call.
+
+use super::protocol::RequestMeta;
+use crate::config::Config;
+use crate::policy::{self, Decision};
+use crate::tools::Tool;
+use serde_json::{json, Map, Value};
+
+/// The rules' view of one request.
+#[derive(Debug, Default)]
+pub struct CallRules {
+    /// `headers` as the rules read it: the listed request headers the request has.
+    pub headers: Value,
+    /// Catalog positions of the tools the rules refuse whatever the arguments: never offered.
+    pub hidden: Vec<u32>,
+    /// The decisions made so far, in order: (rule index, decision), for the report and the steps.
+    pub decided: Vec<(usize, Decision)>,
+}
+
+impl CallRules {
+    pub fn hides(&self, position: u32) -> bool {
+        self.hidden.contains(&position)
+    }
+}
+
+/// `headers` as the rules read it: the listed request headers the request has.
+pub fn headers_view(meta: &RequestMeta) -> Value {
+    Value::Object(meta.policy_headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<Map<_, _>>())
+}
+
+/// The tool as a rule reads it (`tool`).
+pub fn tool_view(cfg: &Config, t: &Tool) -> Value {
+    let api = cfg.apis.get(t.api).map_or("", |a| a.upstream.cluster.as_str());
+    let (path, tags, server) = match (t.openapi(), cfg.mcp.iter().find(|m| m.api == t.api)) {
+        (Some(op), _) => (op.path.as_str(), op.tags.clone(), ""),
+        (None, Some(m)) => ("", Vec::new(), m.path.as_str()),
+        (None, None) => ("", Vec::new(), ""),
+    };
+    json!({"name": t.name, "api": api, "method": t.method(), "path": path, "tags": tags, "server": server})
+}
+
+/// Whether a call the client approved may run: a rule must not deny it (the approval cannot lift a
+/// denial), and either `apis[].policy.confirm` or a rule asked for the approval.
+pub fn approvable(cfg: &Config, meta: &RequestMeta, name: &str, arguments: &str) -> Approvable {
+    let confirm = cfg.confirm.iter().any(|n| n == name);
+    let (p, Some(tool)) = (&cfg.call_policy, cfg.tools.get(name)) else {
+        return if confirm { Approvable::Yes } else { Approvable::NotAsked };
+    };
+    if p.rules.is_empty() {
+        return if confirm { Approvable::Yes } else { Approvable::NotAsked };
+    }
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    match policy::decide(&p.rules, &tool_view(cfg, tool), &args, &headers_view(meta)) {
+        Some(v) if v.decision == Decision::Deny => Approvable::Denied(p.rules[v.rule].name.clone()),
+        Some(v) if v.decision == Decision::Confirm => Approvable::Yes,
+        _ if confirm => Approvable::Yes,
+        _ => Approvable::NotAsked,
+    }
+}
+
+/// What an approval in the conversation can do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Approvable {
+    /// The call needed the approval: it runs.
+    Yes,
+    /// A rule denies the call: it does not run.
+    Denied(String),
+    /// Nothing asked for an approval of this call: the `tool` message is the client's own.
+    NotAsked,
+}

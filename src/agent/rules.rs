@@ -1,0 +1,99 @@
+//! The operator's call rules (`policy.rules`) in the loop: before a call of the model's is made, the
+//! first rule that holds for the tool, its validated arguments and the request headers the operator
+//! listed decides it: made, refused with the operator's reason, or sent to the client for approval.
+//! Tools the rules refuse whatever the arguments are not offered at all.
+
+use super::convo::Convo;
+use super::offered::{escaped, Offered};
+use super::protocol::RequestMeta;
+use super::rule_view::{headers_view, tool_view, CallRules};
+use super::work::Work;
+use crate::config::{native_tool, Config, Mode};
+use crate::policy::{self, Decision};
+use crate::prompt::react::Entry;
+use crate::tools::Tool;
+use serde_json::Value;
+
+/// The rules' view of this request, when the configuration has rules (nothing is made without).
+pub fn start(c: &mut Convo, cfg: &Config, meta: &RequestMeta) {
+    let p = &cfg.call_policy;
+    if !p.is_on() {
+        return;
+    }
+    let headers = headers_view(meta);
+    let hidden = cfg
+        .tools
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| policy::hidden(&p.rules, &tool_view(cfg, t), &headers))
+        .map(|(i, _)| i as u32)
+        .collect();
+    c.rules = Some(Box::new(CallRules { headers, hidden, decided: Vec::new() }));
+}
+
+/// A catalog offered whole, less the hidden tools: this request's own prompt or `tools` (a large
+/// catalog's selection leaves them out itself, `offer`).
+pub fn offer(c: &mut Convo, cfg: &Config) {
+    let Some(r) = c.rules.as_deref().filter(|r| !r.hidden.is_empty()) else {
+        return;
+    };
+    if c.offered.is_some() || cfg.offer.is_some() {
+        return;
+    }
+    let shown: Vec<&Tool> = cfg.tools.iter().enumerate().filter(|(i, _)| !r.hides(*i as u32)).map(|(_, t)| t).collect();
+    let mut offered =
+        Offered { prompt_json: String::new(), tools_json: String::new(), native: Vec::new(), first: 0, max_native: 0 };
+    match c.mode {
+        Mode::React => {
+            let entries: Vec<Entry<'_>> = shown.iter().map(|t| Entry::of(t)).collect();
+            offered.prompt_json = escaped(&cfg.template.render_entries(&entries));
+        }
+        Mode::Native => offered.tools_json = Value::Array(shown.iter().map(|t| native_tool(t)).collect()).to_string(),
+    }
+    c.offered = Some(Box::new(offered));
+}
+
+/// What the rules make of a call the model asked for (`work`, validated): the same, a refusal with the
+/// operator's reason, or a call for the client to approve.
+pub fn check(c: &mut Convo, cfg: &Config, work: Work) -> Work {
+    let Some(r) = c.rules.as_deref_mut() else {
+        return work;
+    };
+    let (name, args) = match &work {
+        Work::Call { name, args, .. } | Work::Confirm { name, args } => (name, args),
+        _ => return work,
+    };
+    let Some(tool) = cfg.tools.get(name) else {
+        return work;
+    };
+    let rules = &cfg.call_policy.rules;
+    let args_value: Value = serde_json::from_str(args).unwrap_or(Value::Null);
+    let Some(v) = policy::decide(rules, &tool_view(cfg, tool), &args_value, &r.headers) else {
+        return work;
+    };
+    r.decided.push((v.rule, v.decision));
+    let rule = &rules[v.rule];
+    if let Some(e) = &v.error {
+        // The error names the rule and what failed, never a header's or an argument's value.
+        log::warn!("policy rule '{}' failed on a call of '{name}' ({e}): the call is refused", rule.name);
+    }
+    match v.decision {
+        Decision::Deny => {
+            let reason = match &v.error {
+                None => rule.reason.as_str(),
+                Some(_) => "the operator's policy could not decide on this call",
+            };
+            log::info!("policy rule '{}' denies a call of '{name}'", rule.name);
+            Work::Refused {
+                name: name.clone(),
+                observation: format!("The call to '{name}' was not made: {reason}"),
+                why: format!("denied by policy rule '{}'", rule.name),
+            }
+        }
+        Decision::Confirm => match work {
+            Work::Call { name, args, .. } => Work::Confirm { name, args },
+            other => other,
+        },
+        Decision::Allow | Decision::Sensitive => work,
+    }
+}
