@@ -16,6 +16,7 @@ mod convo;
 mod error;
 mod finish;
 mod format;
+mod guard;
 mod identity;
 mod learn;
 mod live;

@@ -1,7 +1,9 @@
 //! What the call rules (`policy.rules`) know of one request, and their decisions outside the turn
 //! loop: a tool as a rule reads it, and whether an approval the client sent may run its call.
 
+use super::guard::Flow;
 use super::protocol::RequestMeta;
+use crate::config::call_policy::Guard;
 use crate::config::Config;
 use crate::policy::{self, Decision};
 use crate::tools::Tool;
@@ -16,6 +18,10 @@ pub struct CallRules {
     pub hidden: Vec<u32>,
     /// The decisions made so far, in order: (rule index, decision), for the report and the steps.
     pub decided: Vec<(usize, Decision)>,
+    /// With `policy.guard`: what the client said and the tools replied so far.
+    pub flow: Option<Flow>,
+    /// Calls the data-flow guard stopped (denied or sent to approval).
+    pub guarded: u32,
 }
 
 impl CallRules {
@@ -43,13 +49,14 @@ pub fn tool_view(cfg: &Config, t: &Tool) -> Value {
 /// Whether a call the client approved may run: a rule must not deny it (the approval cannot lift a
 /// denial), and either `apis[].policy.confirm` or a rule asked for the approval.
 pub fn approvable(cfg: &Config, meta: &RequestMeta, name: &str, arguments: &str) -> Approvable {
-    let confirm = cfg.confirm.iter().any(|n| n == name);
-    let (p, Some(tool)) = (&cfg.call_policy, cfg.tools.get(name)) else {
+    let p = &cfg.call_policy;
+    let tool = cfg.tools.get(name);
+    // The guard asks for approvals it cannot see again: the run that found the values is over.
+    let guarded = p.guard.as_ref().zip(tool).is_some_and(|(g, t)| !g.deny && sensitive(g, t));
+    let confirm = cfg.confirm.iter().any(|n| n == name) || guarded;
+    let Some(tool) = tool.filter(|_| !p.rules.is_empty()) else {
         return if confirm { Approvable::Yes } else { Approvable::NotAsked };
     };
-    if p.rules.is_empty() {
-        return if confirm { Approvable::Yes } else { Approvable::NotAsked };
-    }
     let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
     match policy::decide(&p.rules, &tool_view(cfg, tool), &args, &headers_view(meta)) {
         Some(v) if v.decision == Decision::Deny => Approvable::Denied(p.rules[v.rule].name.clone()),
@@ -68,4 +75,10 @@ pub enum Approvable {
     Denied(String),
     /// Nothing asked for an approval of this call: the `tool` message is the client's own.
     NotAsked,
+}
+
+/// A call of `tool` is checked by the guard whatever the rules say: its method or its tags.
+pub fn sensitive(g: &Guard, tool: &Tool) -> bool {
+    (g.non_get && !matches!(tool.method(), "GET" | "HEAD"))
+        || tool.openapi().is_some_and(|op| op.tags.iter().any(|t| g.tags.contains(t)))
 }

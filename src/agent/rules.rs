@@ -4,18 +4,20 @@
 //! Tools the rules refuse whatever the arguments are not offered at all.
 
 use super::convo::Convo;
+use super::guard::Flow;
 use super::offered::{escaped, Offered};
 use super::protocol::RequestMeta;
-use super::rule_view::{headers_view, tool_view, CallRules};
+use super::rule_view::{headers_view, sensitive, tool_view, CallRules};
 use super::work::Work;
 use crate::config::{native_tool, Config, Mode};
+use crate::openai::ChatRequest;
 use crate::policy::{self, Decision};
 use crate::prompt::react::Entry;
 use crate::tools::Tool;
 use serde_json::Value;
 
 /// The rules' view of this request, when the configuration has rules (nothing is made without).
-pub fn start(c: &mut Convo, cfg: &Config, meta: &RequestMeta) {
+pub fn start(c: &mut Convo, cfg: &Config, meta: &RequestMeta, req: &ChatRequest) {
     let p = &cfg.call_policy;
     if !p.is_on() {
         return;
@@ -28,7 +30,15 @@ pub fn start(c: &mut Convo, cfg: &Config, meta: &RequestMeta) {
         .filter(|(_, t)| policy::hidden(&p.rules, &tool_view(cfg, t), &headers))
         .map(|(i, _)| i as u32)
         .collect();
-    c.rules = Some(Box::new(CallRules { headers, hidden, decided: Vec::new() }));
+    let flow = p.guard.as_ref().map(|_| Flow::new(req));
+    c.rules = Some(Box::new(CallRules { headers, hidden, decided: Vec::new(), flow, guarded: 0 }));
+}
+
+/// A turn's tool replies, as the model is told them: the guard remembers them.
+pub fn observed(c: &mut Convo, observations: &[String]) {
+    if let Some(flow) = c.rules.as_deref_mut().and_then(|r| r.flow.as_mut()) {
+        flow.observed(observations);
+    }
 }
 
 /// A catalog offered whole, less the hidden tools: this request's own prompt or `tools` (a large
@@ -53,8 +63,8 @@ pub fn offer(c: &mut Convo, cfg: &Config) {
     c.offered = Some(Box::new(offered));
 }
 
-/// What the rules make of a call the model asked for (`work`, validated): the same, a refusal with the
-/// operator's reason, or a call for the client to approve.
+/// What the rules and the data-flow guard make of a call the model asked for (`work`, validated): the
+/// same, a refusal with the operator's reason, or a call for the client to approve.
 pub fn check(c: &mut Convo, cfg: &Config, work: Work) -> Work {
     let Some(r) = c.rules.as_deref_mut() else {
         return work;
@@ -68,32 +78,60 @@ pub fn check(c: &mut Convo, cfg: &Config, work: Work) -> Work {
     };
     let rules = &cfg.call_policy.rules;
     let args_value: Value = serde_json::from_str(args).unwrap_or(Value::Null);
-    let Some(v) = policy::decide(rules, &tool_view(cfg, tool), &args_value, &r.headers) else {
+    let verdict =
+        if rules.is_empty() { None } else { policy::decide(rules, &tool_view(cfg, tool), &args_value, &r.headers) };
+    let mut by_rule = false;
+    if let Some(v) = verdict {
+        r.decided.push((v.rule, v.decision));
+        let rule = &rules[v.rule];
+        if let Some(e) = &v.error {
+            // The error names the rule and what failed, never a header's or an argument's value.
+            log::warn!("policy rule '{}' failed on a call of '{name}' ({e}): the call is refused", rule.name);
+        }
+        match v.decision {
+            Decision::Deny => {
+                let reason = match &v.error {
+                    None => rule.reason.as_str(),
+                    Some(_) => "the operator's policy could not decide on this call",
+                };
+                log::info!("policy rule '{}' denies a call of '{name}'", rule.name);
+                return refused(name, reason, format!("denied by policy rule '{}'", rule.name));
+            }
+            Decision::Confirm => return confirm(work),
+            Decision::Sensitive => by_rule = true,
+            Decision::Allow => {}
+        }
+    }
+    let (Some(g), Some(flow)) = (&cfg.call_policy.guard, &r.flow) else {
         return work;
     };
-    r.decided.push((v.rule, v.decision));
-    let rule = &rules[v.rule];
-    if let Some(e) = &v.error {
-        // The error names the rule and what failed, never a header's or an argument's value.
-        log::warn!("policy rule '{}' failed on a call of '{name}' ({e}): the call is refused", rule.name);
+    if matches!(work, Work::Confirm { .. }) || !(by_rule || sensitive(g, tool)) {
+        return work;
     }
-    match v.decision {
-        Decision::Deny => {
-            let reason = match &v.error {
-                None => rule.reason.as_str(),
-                Some(_) => "the operator's policy could not decide on this call",
-            };
-            log::info!("policy rule '{}' denies a call of '{name}'", rule.name);
-            Work::Refused {
-                name: name.clone(),
-                observation: format!("The call to '{name}' was not made: {reason}"),
-                why: format!("denied by policy rule '{}'", rule.name),
-            }
-        }
-        Decision::Confirm => match work {
-            Work::Call { name, args, .. } => Work::Confirm { name, args },
-            other => other,
-        },
-        Decision::Allow | Decision::Sensitive => work,
+    let derived = flow.derived(g, &args_value);
+    if derived.is_empty() {
+        return work;
+    }
+    r.guarded += 1;
+    let paths = derived.join(", ");
+    let action = if g.deny { "refused" } else { "sent to the client for approval" };
+    log::warn!("data-flow guard: a call of '{name}' has tool-derived arguments ({paths}): {action}");
+    if !g.deny {
+        return confirm(work);
+    }
+    let reason = format!(
+        "its arguments ({paths}) carry values from a tool's reply that the user did not give, and the operator's data-flow guard does not allow that"
+    );
+    refused(name, &reason, format!("tool-derived arguments for '{name}' (data-flow guard)"))
+}
+
+fn refused(name: &str, reason: &str, why: String) -> Work {
+    Work::Refused { name: name.to_string(), observation: format!("The call to '{name}' was not made: {reason}"), why }
+}
+
+fn confirm(work: Work) -> Work {
+    match work {
+        Work::Call { name, args, .. } => Work::Confirm { name, args },
+        other => other,
     }
 }
