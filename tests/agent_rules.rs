@@ -154,3 +154,22 @@ fn rule_mistakes_name_the_rule_and_the_column() {
         "policy.rules[0].decision: must be 'allow', 'deny', 'confirm' or 'sensitive', found 'block'"
     );
 }
+
+#[test]
+fn the_decision_is_in_the_steps_the_span_and_the_report() {
+    let mut h =
+        harness("react", "viewer", [call("react", "createPets", json!({"id": 1, "name": "Rex"})), fin("react")]);
+    h.steps = true;
+    h.spans = true;
+    let out = h.run(&user("Add Rex"));
+    let steps = out.json()["api_agent_steps"].clone();
+    let policy: Vec<&Value> = steps.as_array().unwrap().iter().filter(|s| s["type"] == "policy").collect();
+    assert_eq!(policy, [&json!({"type": "policy", "tool": "createPets", "rule": "viewers-read", "decision": "deny"})]);
+    assert!(out.spans.iter().any(|s| s.ends_with("api_agent.policy.rule=viewers-read")), "{:?}", out.spans);
+    assert!(out.spans.iter().any(|s| s.ends_with("api_agent.policy.decision=deny")));
+    // No rule held: no decision recorded.
+    let mut h = harness("react", "editor", [call("react", "listPets", json!({})), fin("react")]);
+    h.steps = true;
+    let out = h.run(&user("List"));
+    assert!(!out.json()["api_agent_steps"].to_string().contains("\"policy\""));
+}

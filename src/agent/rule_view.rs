@@ -16,8 +16,8 @@ pub struct CallRules {
     pub headers: Value,
     /// Catalog positions of the tools the rules refuse whatever the arguments: never offered.
     pub hidden: Vec<u32>,
-    /// The decisions made so far, in order: (rule index, decision), for the report and the steps.
-    pub decided: Vec<(usize, Decision)>,
+    /// The decisions not yet recorded, in order: (tool, rule name or `_guard_`, decision).
+    pub decided: Vec<(String, String, &'static str)>,
     /// With `policy.guard`: what the client said and the tools replied so far.
     pub flow: Option<Flow>,
     /// Calls the data-flow guard stopped (denied or sent to approval).

@@ -7,7 +7,10 @@ use super::convo::Convo;
 use super::guard::Flow;
 use super::offered::{escaped, Offered};
 use super::protocol::RequestMeta;
+use super::report::Report;
 use super::rule_view::{headers_view, sensitive, tool_view, CallRules};
+use super::spans::Spans;
+use super::steps::Steps;
 use super::work::Work;
 use crate::config::{native_tool, Config, Mode};
 use crate::openai::ChatRequest;
@@ -82,8 +85,9 @@ pub fn check(c: &mut Convo, cfg: &Config, work: Work) -> Work {
         if rules.is_empty() { None } else { policy::decide(rules, &tool_view(cfg, tool), &args_value, &r.headers) };
     let mut by_rule = false;
     if let Some(v) = verdict {
-        r.decided.push((v.rule, v.decision));
         let rule = &rules[v.rule];
+        let decision = if v.error.is_some() { Decision::Deny } else { v.decision };
+        r.decided.push((name.clone(), rule.name.clone(), decision.as_str()));
         if let Some(e) = &v.error {
             // The error names the rule and what failed, never a header's or an argument's value.
             log::warn!("policy rule '{}' failed on a call of '{name}' ({e}): the call is refused", rule.name);
@@ -113,6 +117,7 @@ pub fn check(c: &mut Convo, cfg: &Config, work: Work) -> Work {
         return work;
     }
     r.guarded += 1;
+    r.decided.push((name.clone(), GUARD.into(), if g.deny { "deny" } else { "confirm" }));
     let paths = derived.join(", ");
     let action = if g.deny { "refused" } else { "sent to the client for approval" };
     log::warn!("data-flow guard: a call of '{name}' has tool-derived arguments ({paths}): {action}");
@@ -123,6 +128,22 @@ pub fn check(c: &mut Convo, cfg: &Config, work: Work) -> Work {
         "its arguments ({paths}) carry values from a tool's reply that the user did not give, and the operator's data-flow guard does not allow that"
     );
     refused(name, &reason, format!("tool-derived arguments for '{name}' (data-flow guard)"))
+}
+
+/// The guard's name where rules' names go (steps, metrics, spans).
+const GUARD: &str = "_guard_";
+
+/// The turn's decisions go to the report (metrics), the steps and the turn's span.
+pub fn record(c: &mut Convo, report: &mut Report, steps: &mut Steps, spans: &mut Spans) {
+    let Some(r) = c.rules.as_deref_mut().filter(|r| !r.decided.is_empty()) else {
+        return;
+    };
+    for (tool, rule, decision) in r.decided.drain(..) {
+        spans.chat_tag("api_agent.policy.rule", &rule);
+        spans.chat_tag("api_agent.policy.decision", decision);
+        steps.policy(&tool, &rule, decision);
+        report.policy.push((rule, decision));
+    }
 }
 
 fn refused(name: &str, reason: &str, why: String) -> Work {
