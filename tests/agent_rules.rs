@@ -173,3 +173,27 @@ fn the_decision_is_in_the_steps_the_span_and_the_report() {
     let out = h.run(&user("List"));
     assert!(!out.json()["api_agent_steps"].to_string().contains("\"policy\""));
 }
+
+/// docs/policy.md, "Higress consumers", as written there.
+#[test]
+fn a_higress_consumer_rule_reads_x_mse_consumer() {
+    let policy = json!({"headers": ["x-mse-consumer"], "rules": [
+        {"name": "partners-read-only",
+         "when": "headers['x-mse-consumer'].startsWith('partner-') && tool.method != 'GET'",
+         "decision": "deny", "reason": "Partner keys may only read."},
+        {"name": "no-refunds-for-trial", "when": "headers['x-mse-consumer'] == 'trial' && 'payments' in tool.tags",
+         "decision": "deny", "reason": "Trial accounts cannot move money."}]});
+    let cfg = config(&[("pets.svc", "oai-petstore.yaml", json!({}))], json!({"mode": "react", "policy": policy}));
+    let run = |consumer: &str| {
+        let mut h = Harness::new(&cfg)
+            .llm([classic_call("x", "createPets", json!({"id": 1, "name": "Rex"})), classic_final("Done.")])
+            .tool_json(PETS, "{}");
+        h.policy_headers = vec![("x-mse-consumer".into(), consumer.into())];
+        h.run(&user("Add Rex"))
+    };
+    let out = run("partner-acme");
+    assert!(out.tool_calls.is_empty());
+    assert!(out.llm_requests[1].to_string().contains("Partner keys may only read."));
+    assert!(!out.llm_requests[0].to_string().contains("createPets"), "not offered");
+    assert_eq!(run("gold").tool_calls.len(), 1);
+}
