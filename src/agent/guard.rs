@@ -65,7 +65,7 @@ impl Flow {
                 }
                 return;
             }
-            Value::String(s) if s.chars().filter(|c| c.is_alphanumeric()).count() >= g.min_string => norm(s),
+            Value::String(s) if s.chars().filter(|c| word_char(*c)).count() >= g.min_string => norm(s),
             Value::Number(n) if n.to_string().bytes().filter(u8::is_ascii_digit).count() >= g.min_digits => {
                 norm(&n.to_string())
             }
@@ -83,7 +83,7 @@ impl Flow {
     /// A string of two or more words (letters and digits, 3 or more each) that are all in the tools'
     /// replies, and not all in the client's messages: a value the model put together from pieces.
     fn in_parts(&self, s: &str) -> bool {
-        let words: Vec<String> = s.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() >= 3).map(norm).collect();
+        let words: Vec<String> = s.split(|c: char| !word_char(c)).filter(|w| w.len() >= 3).map(norm).collect();
         words.len() >= 2
             && words.iter().all(|w| self.tools.contains(w.as_str()))
             && !words.iter().all(|w| self.client.contains(w.as_str()))
@@ -117,8 +117,14 @@ fn push_norm(out: &mut String, text: &str) {
     out.push('\n');
 }
 
+/// ASCII letters lower-cased and digits; other ASCII dropped; non-ASCII kept as it is (Unicode's
+/// case and class tables would cost the `.wasm` 12 KB).
 fn norm(text: &str) -> String {
-    text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+    text.chars().filter(|c| word_char(*c)).map(|c| c.to_ascii_lowercase()).collect()
+}
+
+fn word_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || !c.is_ascii()
 }
 
 /// Other spellings of a reply a model may decode: the strings of its JSON (escapes undone), base64
