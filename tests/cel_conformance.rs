@@ -44,7 +44,12 @@ fn the_subset_passes_cel_spec_conformance_cases() {
     }
     let (mut passed, mut failed) = (0, Vec::new());
     for case in data["cases"].as_array().unwrap() {
-        let id = format!("{}/{}/{}", case["file"].as_str().unwrap(), case["section"].as_str().unwrap(), case["name"].as_str().unwrap());
+        let id = format!(
+            "{}/{}/{}",
+            case["file"].as_str().unwrap(),
+            case["section"].as_str().unwrap(),
+            case["name"].as_str().unwrap()
+        );
         let expr = case["expr"].as_str().unwrap();
         let want = &case["want"];
         let program = match Program::compile(expr, &[]) {
