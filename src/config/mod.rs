@@ -2,7 +2,6 @@
 //! start into typed structs. Every error names the field path.
 
 mod apis;
-pub mod call_policy;
 mod error;
 mod fields;
 mod header_params;
@@ -134,8 +133,6 @@ pub struct Config {
     /// The same array as JSON text, spliced into every request body.
     pub native_tools_json: String,
     pub json_resp: Option<JsonResp>,
-    /// The rules on every tool call and the data-flow guard (top-level `policy`).
-    pub call_policy: call_policy::CallPolicy,
     /// Tools that run only after the client approved the call (`apis[].policy.confirm`).
     pub confirm: Vec<String>,
     /// The MCP servers, to rebuild the catalog from a new `tools/list` (`with_mcp_tools`); those
@@ -232,7 +229,6 @@ impl Config {
             None => false,
         };
         let context = parse_context(&mut root)?;
-        let call_policy = call_policy::parse(&mut root)?;
         let responses_path = parse_front_path(&mut root, "responses")?;
         let messages_path = parse_front_path(&mut root, "messages")?;
         let selection = selection::parse_selection(&mut root)?;
@@ -265,7 +261,6 @@ impl Config {
             offer: None,
             json_resp,
             confirm,
-            call_policy,
             mcp,
             context,
             return_steps,
