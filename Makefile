@@ -65,10 +65,11 @@ build:
 # usage and header checks of issue 30 (+14 KB) and the catalog index and tool selection of issue 31
 # (+24 KB), 811,602 with the rest of issue 30 (masking, the instance's memory, pass-through) and the
 # module's one-call summary; 847,052 with the Anthropic Messages front door of issue 34 (+35 KB: its
-# request reader and its message/event writer), with ~1.6% headroom for toolchain versions as before):
+# request reader and its message/event writer), 857,595 with the MCP 2026-07-28 revision (+8 KB) and the
+# host layer of issue 32 (+3 KB), with ~1.6% headroom for toolchain versions as before):
 # a change that grows the module past it fails `make test` (BENCHMARKS.md, "Size, cold start and RSS").
 # Checked only on the default build made with wasm-opt.
-WASM_MAX_BYTES := 861000
+WASM_MAX_BYTES := 871000
 
 size-check: build
 	@size=$$(stat -c %s $(WASM)); \
