@@ -7,24 +7,12 @@ mod common;
 
 use api_agent::agent::Api;
 use api_agent::anthropic::translate;
+use common::front::*;
 use common::*;
 use serde_json::{json, Value};
 
-const PETS: &str = "outbound|8080||pets.svc";
-
 fn harness(mode: &str, extra: Value, turns: Vec<Turn>) -> Harness {
-    let mut e = json!({"mode": mode});
-    if let (Value::Object(a), Value::Object(b)) = (&mut e, extra) {
-        a.extend(b);
-    }
-    let cfg = config(&[("pets.svc", "oai-petstore.yaml", json!({}))], e);
-    let mut h = Harness::new(&cfg).llm(turns).tool_json(PETS, r#"{"id": 7, "name": "Rex"}"#);
-    h.api = Api::Messages;
-    h
-}
-
-fn answer(text: &str) -> Turn {
-    Turn::Message(json!({"role": "assistant", "content": text}))
+    front_harness(Api::Messages, mode, extra, turns)
 }
 
 /// A Messages body with the required fields around `messages`.
@@ -37,30 +25,6 @@ fn with(mut body: Value, extra: Value) -> Value {
         b.extend(e);
     }
     body
-}
-
-/// The events of a Messages stream (pings included), each `event:` name matching its data's type.
-fn events(bytes: &[u8]) -> Vec<Value> {
-    let text = String::from_utf8(bytes.to_vec()).unwrap();
-    text.split("\n\n")
-        .filter(|e| !e.trim().is_empty())
-        .map(|e| {
-            let (name, data) = e.split_once("\ndata: ").unwrap();
-            let data: Value = serde_json::from_str(data).unwrap();
-            assert_eq!(name.strip_prefix("event: ").unwrap(), data["type"], "{e}");
-            data
-        })
-        .collect()
-}
-
-fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
-}
-
-fn live_and_end(out: &Outcome) -> Vec<u8> {
-    let mut all: Vec<u8> = out.sent.iter().flat_map(|(_, b)| b.clone()).collect();
-    all.extend_from_slice(&out.reply.body);
-    all
 }
 
 #[test]

@@ -6,42 +6,12 @@ mod common;
 
 use api_agent::agent::Api;
 use api_agent::openai::responses::{translate, RequestError};
+use common::front::*;
 use common::*;
 use serde_json::{json, Value};
 
-const PETS: &str = "outbound|8080||pets.svc";
-
 fn harness(mode: &str, extra: Value, turns: Vec<Turn>) -> Harness {
-    let mut e = json!({"mode": mode});
-    if let (Value::Object(a), Value::Object(b)) = (&mut e, extra) {
-        a.extend(b);
-    }
-    let cfg = config(&[("pets.svc", "oai-petstore.yaml", json!({}))], e);
-    let mut h = Harness::new(&cfg).llm(turns).tool_json(PETS, r#"{"id": 7, "name": "Rex"}"#);
-    h.api = Api::Responses;
-    h
-}
-
-fn answer(text: &str) -> Turn {
-    Turn::Message(json!({"role": "assistant", "content": text}))
-}
-
-/// The events of a Responses stream: `(event name, data)`, with the name checked against the type.
-fn events(bytes: &[u8]) -> Vec<Value> {
-    let text = String::from_utf8(bytes.to_vec()).unwrap();
-    text.split("\n\n")
-        .filter(|e| !e.trim().is_empty() && !e.starts_with(':'))
-        .map(|e| {
-            let (name, data) = e.split_once("\ndata: ").unwrap();
-            let data: Value = serde_json::from_str(data).unwrap();
-            assert_eq!(name.strip_prefix("event: ").unwrap(), data["type"], "{e}");
-            data
-        })
-        .collect()
-}
-
-fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+    front_harness(Api::Responses, mode, extra, turns)
 }
 
 #[test]

@@ -13,6 +13,8 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::rc::Rc;
 
+pub mod front;
+
 const MAX_STEPS: usize = 200;
 pub const START_MS: u64 = 1_000_000;
 

@@ -5,7 +5,6 @@ grammar; malformed bodies and the provider's errors in Anthropic's shape. The mo
 speaks chat completions at llm.path (the scripted fake LLM)."""
 from __future__ import annotations
 
-import json
 
 import anthropic
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from support import client
 from support.agent import CHAT_PATH, CLIENT_HEADERS, CLIENT_KEY, CLIENT_MODEL, LLM_MODEL, answer_of
 from support.mocks import Response
+from test_native import tool_calls
 
 MESSAGES_PATH = "/v1/messages"
 CITY_TOOL = {"name": "get_user_city", "description": "The user's city",
@@ -25,13 +25,6 @@ def sdk(gw) -> anthropic.Anthropic:
                                timeout=client.TIMEOUT_S)
 
 
-def tool_calls(*calls: tuple[str, str, dict]) -> Response:
-    message = {"role": "assistant", "content": None, "tool_calls": [
-        {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in calls]}
-    return Response.json({"id": "chatcmpl-m", "object": "chat.completion", "created": 1, "model": LLM_MODEL,
-                          "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
-                          "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-
 
 def post(gw, body: dict) -> client.Reply:
     return client.request(gw.port, "POST", MESSAGES_PATH, body, CLIENT_HEADERS)
@@ -39,15 +32,7 @@ def post(gw, body: dict) -> client.Reply:
 
 def events_of(reply: client.Reply) -> list[dict]:
     """The events of a Messages stream, each `event:` line matching its data's type."""
-    out = []
-    for block in reply.text.strip("\n").split("\n\n"):
-        if block.startswith(":"):
-            continue
-        name, data = block.split("\n", 1)
-        event = json.loads(data[len("data: "):])
-        assert name == f"event: {event['type']}", block[:200]
-        out.append(event)
-    return out
+    return client.named_events(reply.text)
 
 
 @pytest.fixture

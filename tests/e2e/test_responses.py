@@ -46,17 +46,11 @@ def post(gw, body: dict) -> client.Reply:
 
 
 def events_of(reply: client.Reply) -> list[dict]:
-    """The events of a Responses stream, each `event:` line matching its data's type."""
-    out = []
-    for block in reply.text.strip("\n").split("\n\n"):
-        if block.startswith(":"):
-            continue
-        name, data = block.split("\n", 1)
-        event = json.loads(data[len("data: "):])
-        assert name == f"event: {event['type']}", block[:200]
+    """The events of a Responses stream, each `event:` line matching its data's type and its schema."""
+    events = client.named_events(reply.text)
+    for event in events:
         validate(event, "ResponseStreamEvent")
-        out.append(event)
-    return out
+    return events
 
 
 @pytest.fixture

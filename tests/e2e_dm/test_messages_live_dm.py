@@ -3,13 +3,10 @@ model still produces them, in the grammar the official SDK reads, and a failure 
 ends it with an `error` event."""
 from __future__ import annotations
 
-import http.client
-import json
-import time
-
 import anthropic
 import pytest
 
+from support import client
 from support.agent import CLIENT_HEADERS, CLIENT_MODEL, LLM_MODEL
 from support.mocks import Response
 from test_live_streaming_dm import ANSWER, DELTAS, GAP_S, MARGIN_S
@@ -18,23 +15,9 @@ from test_messages import MESSAGES_PATH, sdk, tool_calls
 
 def stream(port: int, q: str) -> tuple[float | None, float, list[dict]]:
     """(first text delta, end of stream) in seconds from the request, and the events."""
-    body = json.dumps({"model": CLIENT_MODEL, "max_tokens": 512, "stream": True,
-                       "messages": [{"role": "user", "content": q}]})
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    t0 = time.perf_counter()
-    conn.request("POST", MESSAGES_PATH, body, {**CLIENT_HEADERS, "content-type": "application/json"})
-    resp = conn.getresponse()
-    assert resp.status == 200 and resp.getheader("content-type", "").startswith("text/event-stream")
-    first, events = None, []
-    while line := resp.readline():
-        if not line.startswith(b"data: "):
-            continue
-        event = json.loads(line[6:])
-        if event.get("delta", {}).get("type") == "text_delta" and first is None:
-            first = time.perf_counter() - t0
-        events.append(event)
-    conn.close()
-    return first, time.perf_counter() - t0, events
+    body = {"model": CLIENT_MODEL, "max_tokens": 512, "stream": True, "messages": [{"role": "user", "content": q}]}
+    return client.timed_stream(port, MESSAGES_PATH, body, CLIENT_HEADERS,
+                               lambda e: e.get("delta", {}).get("type") == "text_delta")
 
 
 def test_text_deltas_arrive_as_produced(gateways, mocks):

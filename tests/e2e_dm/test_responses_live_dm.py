@@ -3,10 +3,7 @@ arrive while the model still produces them, in the event grammar the official cl
 failure after the stream began ends it with `response.failed`."""
 from __future__ import annotations
 
-import http.client
-import json
-import time
-
+from support import client
 from support.agent import CLIENT_HEADERS, CLIENT_MODEL, LLM_MODEL
 from support.mocks import Response
 from test_live_streaming_dm import ANSWER, DELTAS, GAP_S, MARGIN_S
@@ -15,24 +12,14 @@ from test_responses import EVENT_ORDER, RESPONSES_PATH, validate
 
 
 def stream(port: int, q: str) -> tuple[float | None, float, list[dict]]:
-    """(first text delta, end of stream) in seconds from the request, and the events."""
-    body = json.dumps({"model": CLIENT_MODEL, "input": q, "stream": True})
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    t0 = time.perf_counter()
-    conn.request("POST", RESPONSES_PATH, body, {**CLIENT_HEADERS, "content-type": "application/json"})
-    resp = conn.getresponse()
-    assert resp.status == 200 and resp.getheader("content-type", "").startswith("text/event-stream")
-    first, events = None, []
-    while line := resp.readline():
-        if not line.startswith(b"data: "):
-            continue
-        event = json.loads(line[6:])
+    """(first text delta, end of stream) in seconds from the request, and the events (each checked
+    against the Responses schema)."""
+    body = {"model": CLIENT_MODEL, "input": q, "stream": True}
+    first, end, events = client.timed_stream(port, RESPONSES_PATH, body, CLIENT_HEADERS,
+                                             lambda e: e["type"] == "response.output_text.delta")
+    for event in events:
         validate(event, "ResponseStreamEvent")
-        if event["type"] == "response.output_text.delta" and first is None:
-            first = time.perf_counter() - t0
-        events.append(event)
-    conn.close()
-    return first, time.perf_counter() - t0, events
+    return first, end, events
 
 
 def test_text_deltas_arrive_as_produced(gateways, mocks):
