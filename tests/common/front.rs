@@ -50,3 +50,20 @@ pub fn live_and_end(out: &Outcome) -> Vec<u8> {
     all.extend_from_slice(&out.reply.body);
     all
 }
+
+/// `<key>.path` (a front door's path) loads when it is `good` and refuses, naming the field, a path
+/// without its leading '/', a number and an unknown key; the loaded configuration, for its field.
+pub fn front_path_is_validated(key: &str, good: &str) -> api_agent::config::Config {
+    let with = |v: Value| config(&[("pets.svc", "oai-petstore.yaml", json!({}))], json!({ key: v }));
+    let load = |v: Value| api_agent::config::Config::from_slice(with(v).as_bytes());
+    let relative = good.rsplit('/').next().unwrap();
+    for (bad, says) in [
+        (json!({"path": relative}), format!("{key}.path: must be a path starting with '/', found '{relative}'")),
+        (json!({"path": 3}), format!("{key}.path")),
+        (json!({"paths": "/x"}), format!("{key}.paths")),
+    ] {
+        let err = load(bad).map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains(&says), "{err}");
+    }
+    load(json!({ "path": good })).unwrap()
+}
