@@ -46,7 +46,10 @@ SMOKE = {
            "tests/e2e_dm/test_tools_dm.py::test_two_sequential_tool_calls",
            "tests/e2e_dm/test_native_dm.py::test_single_call_round_trip",
            "tests/e2e_dm/test_live_streaming_dm.py::test_react_final_answer_deltas_arrive_as_produced",
-           "tests/e2e_dm/test_mcp_discovery_dm.py::test_a_server_is_listed_when_the_plugin_starts"],
+           "tests/e2e_dm/test_mcp_discovery_dm.py::test_a_server_is_listed_when_the_plugin_starts",
+           # Envoy 1.38 destroys the filter inside the module's call that ends the stream: every count
+           # arrives only if the module frees nothing under a running hook (docs/envoy-versions.md).
+           "tests/e2e_dm/test_metrics_dm.py::test_counts_after_known_traffic"],
 }
 BUILD_NAMES = {"wasm": ".wasm", "dm": ".so"}
 

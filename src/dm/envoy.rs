@@ -7,6 +7,7 @@ use super::abi::*;
 use crate::agent::summary::Value;
 use crate::host::calls::Outgoing;
 use crate::host::summary::SummaryTarget;
+use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::{Arc, Mutex};
@@ -152,8 +153,34 @@ pub struct CalloutReply {
 #[derive(Clone, Copy)]
 pub struct Envoy(pub(super) *mut c_void);
 
+thread_local! {
+    /// Filters this worker's Envoy tore down inside a call of the module's own. Envoy before 1.39
+    /// destroys a filter synchronously when a call ends its stream (a local reply, the answer's last
+    /// bytes), and then clears the stream's callbacks: a later call with the filter would dereference
+    /// them. Metrics stay allowed: they go through the filter's configuration, which lives on.
+    static TORN_DOWN: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Envoy {
+    /// Envoy still holds the stream: calls that act on it may be made.
+    pub fn live(self) -> bool {
+        TORN_DOWN.with_borrow(|t| t.is_empty() || !t.contains(&(self.0 as usize)))
+    }
+
+    /// Envoy destroyed the filter inside one of the module's calls: nothing reaches the stream now.
+    pub(super) fn tear_down(self) {
+        TORN_DOWN.with_borrow_mut(|t| t.push(self.0 as usize));
+    }
+
+    /// The module let go of the filter: its address may come back as another stream's.
+    pub(super) fn forget(self) {
+        TORN_DOWN.with_borrow_mut(|t| t.retain(|p| *p != self.0 as usize));
+    }
+
     pub fn header(self, map: HeaderMap, name: &str) -> Option<String> {
+        if !self.live() {
+            return None;
+        }
         let mut out = EnvoyBuffer::EMPTY;
         // SAFETY: valid filter pointer; `out` is written by Envoy.
         let ok = unsafe {
@@ -171,6 +198,9 @@ impl Envoy {
 
     /// Sets a header, or removes it (`None`). False if Envoy has no such map now.
     pub fn set_header(self, map: HeaderMap, name: &str, value: Option<&str>) -> bool {
+        if !self.live() {
+            return false;
+        }
         let value = value.map_or_else(ModuleBuffer::null, |v| ModuleBuffer::of(v.as_bytes()));
         // SAFETY: valid filter pointer; buffers outlive the call.
         unsafe {
@@ -179,6 +209,9 @@ impl Envoy {
     }
 
     pub fn send_response(self, status: u16, headers: &[(&str, &str)], body: &[u8], details: &str) {
+        if !self.live() {
+            return;
+        }
         let mut hs = module_headers(headers);
         // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
         unsafe {
@@ -196,6 +229,9 @@ impl Envoy {
     /// Appends the bytes of one body buffer to `out` (nothing when Envoy has none now): the chunks
     /// are copied once, straight into the buffer the agent reads.
     pub fn body_into(self, which: Body, out: &mut Vec<u8>) {
+        if !self.live() {
+            return;
+        }
         // SAFETY: valid filter pointer; the vector has room for every chunk Envoy reports.
         unsafe {
             let n = envoy_dynamic_module_callback_http_get_body_chunks_size(self.0, which as u32);
@@ -215,6 +251,9 @@ impl Envoy {
 
     /// Empties one body buffer; false when Envoy has none now.
     pub fn drain(self, which: Body) -> bool {
+        if !self.live() {
+            return false;
+        }
         // SAFETY: valid filter pointer.
         unsafe {
             let size = envoy_dynamic_module_callback_http_get_body_size(self.0, which as u32);
@@ -223,18 +262,27 @@ impl Envoy {
     }
 
     pub fn append(self, which: Body, data: &[u8]) -> bool {
+        if !self.live() {
+            return false;
+        }
         // SAFETY: valid filter pointer; Envoy copies the data.
         unsafe { envoy_dynamic_module_callback_http_append_body(self.0, which as u32, ModuleBuffer::of(data)) }
     }
 
     /// Starts a callout; `Err` carries Envoy's init result.
     pub fn callout(self, call: &Outgoing<'_>) -> Result<u64, u32> {
+        if !self.live() {
+            return Err(INIT_CANNOT_CREATE);
+        }
         start_callout(envoy_dynamic_module_callback_http_filter_http_callout, self.0, call)
     }
 
     /// Starts a streamed callout with its whole request; its reply comes to the `http_stream_*`
     /// hooks. `Err` carries Envoy's init result.
     pub fn start_stream(self, call: &Outgoing<'_>) -> Result<u64, u32> {
+        if !self.live() {
+            return Err(INIT_CANNOT_CREATE);
+        }
         let (cluster, body, timeout_ms) = (call.cluster, call.body.unwrap_or_default(), call.timeout_ms);
         let mut hs = module_headers(&call.headers);
         let mut id = 0u64;
@@ -259,12 +307,18 @@ impl Envoy {
     }
 
     pub fn reset_stream(self, id: u64) {
+        if !self.live() {
+            return;
+        }
         // SAFETY: valid filter pointer; an unknown id is ignored by Envoy.
         unsafe { envoy_dynamic_module_callback_http_filter_reset_http_stream(self.0, id) }
     }
 
     /// Response headers sent by the filter itself (the request is not forwarded).
     pub fn send_headers(self, headers: &[(&str, &str)], end_stream: bool) {
+        if !self.live() {
+            return;
+        }
         let mut hs = module_headers(headers);
         // SAFETY: valid filter pointer; Envoy copies the headers.
         unsafe {
@@ -274,16 +328,25 @@ impl Envoy {
 
     /// Response body bytes after `send_headers`.
     pub fn send_data(self, data: &[u8], end_stream: bool) {
+        if !self.live() {
+            return;
+        }
         // SAFETY: valid filter pointer; Envoy copies the data.
         unsafe { envoy_dynamic_module_callback_http_send_response_data(self.0, ModuleBuffer::of(data), end_stream) }
     }
 
     pub fn continue_encoding(self) {
+        if !self.live() {
+            return;
+        }
         // SAFETY: valid filter pointer.
         unsafe { envoy_dynamic_module_callback_http_filter_continue_encoding(self.0) }
     }
 
     pub fn attribute(self, id: Attribute) -> Option<String> {
+        if !self.live() {
+            return None;
+        }
         let mut out = EnvoyBuffer::EMPTY;
         // SAFETY: valid filter pointer; `out` is written by Envoy.
         let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_string(self.0, id as u32, &mut out) };
@@ -291,6 +354,9 @@ impl Envoy {
     }
 
     pub fn attribute_int(self, id: Attribute) -> Option<u64> {
+        if !self.live() {
+            return None;
+        }
         let mut out = 0u64;
         // SAFETY: valid filter pointer; `out` is written by Envoy.
         let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_int(self.0, id as u32, &mut out) };
@@ -318,8 +384,13 @@ impl Envoy {
 
     /// A scheduler for this stream: wake-ups from the timer thread come back on the worker thread.
     pub fn scheduler(self) -> Scheduler {
-        // SAFETY: valid filter pointer; the scheduler is deleted by `Scheduler::close`.
-        let ptr = unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.0) };
+        // SAFETY: valid filter pointer; the scheduler is deleted by `Scheduler::close`. A torn-down
+        // stream gets none: its commits do nothing.
+        let ptr = if self.live() {
+            unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.0) }
+        } else {
+            null_mut()
+        };
         Scheduler(Arc::new(Mutex::new(SchedulerPtr { ptr, config: false })))
     }
 }
@@ -379,6 +450,9 @@ impl Scheduler {
 /// The summary with the callbacks this Envoy has (`optional`): a missing one costs that form only.
 impl SummaryTarget for Envoy {
     fn metadata_struct(&self, namespace: &str, serialized: &[u8]) -> bool {
+        if !self.live() {
+            return false;
+        }
         let Some(set) = super::optional::optional().metadata_struct else {
             return false;
         };
@@ -388,6 +462,9 @@ impl SummaryTarget for Envoy {
     }
 
     fn metadata_field(&self, namespace: &str, key: &str, value: &Value) {
+        if !self.live() {
+            return;
+        }
         let o = super::optional::optional();
         let (ns, key) = (ModuleBuffer::of(namespace.as_bytes()), ModuleBuffer::of(key.as_bytes()));
         // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
@@ -402,6 +479,9 @@ impl SummaryTarget for Envoy {
     }
 
     fn filter_state(&self, key: &str, value: &str) {
+        if !self.live() {
+            return;
+        }
         if let Some(set) = super::optional::optional().filter_state {
             // SAFETY: valid filter pointer; both buffers outlive the call (Envoy copies them).
             unsafe { set(self.0, ModuleBuffer::of(key.as_bytes()), ModuleBuffer::of(value.as_bytes())) };

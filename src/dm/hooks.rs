@@ -69,9 +69,29 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(module: *const c_v
     if module.is_null() {
         return;
     }
-    // SAFETY: made by Box::into_raw in filter_new; Envoy destroys it once, after every other hook.
+    if slot(module).is_some_and(Slot::destroyed) {
+        free(module);
+    }
+}
+
+/// Frees a slot and ends its stream.
+fn free(module: *const c_void) {
+    // SAFETY: made by Box::into_raw in filter_new; freed once: by Envoy's destroy when no hook runs,
+    // else by the outermost hook of the slot when it returns (`on_slot`).
     let slot = unsafe { Box::from_raw(module.cast_mut().cast::<Slot>()) };
     slot.destroy();
+}
+
+/// Runs a hook on the stream's slot (`idle` without one). A destroy that came during it is finished
+/// when the outermost hook of the slot returns.
+fn on_slot<R>(module: *const c_void, idle: R, hook: impl FnOnce(&Slot) -> R) -> R {
+    let Some(s) = slot(module) else { return idle };
+    s.enter();
+    let result = hook(s);
+    if s.leave() {
+        free(module);
+    }
+    result
 }
 
 #[no_mangle]
@@ -80,7 +100,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     m: *const c_void,
     eos: bool,
 ) -> HeadersStatus {
-    slot(m).map_or(HeadersStatus::Continue, |s| s.request_headers(eos))
+    on_slot(m, HeadersStatus::Continue, |s| s.request_headers(eos))
 }
 
 #[no_mangle]
@@ -89,7 +109,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
     m: *const c_void,
     eos: bool,
 ) -> BodyStatus {
-    slot(m).map_or(BodyStatus::Continue, |s| s.request_body(eos))
+    on_slot(m, BodyStatus::Continue, |s| s.request_body(eos))
 }
 
 #[no_mangle]
@@ -97,7 +117,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
     _f: *mut c_void,
     m: *const c_void,
 ) -> TrailersStatus {
-    slot(m).map_or(TrailersStatus::Continue, Slot::request_trailers)
+    on_slot(m, TrailersStatus::Continue, Slot::request_trailers)
 }
 
 #[no_mangle]
@@ -106,7 +126,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
     m: *const c_void,
     eos: bool,
 ) -> HeadersStatus {
-    slot(m).map_or(HeadersStatus::Continue, |s| s.response_headers(eos))
+    on_slot(m, HeadersStatus::Continue, |s| s.response_headers(eos))
 }
 
 #[no_mangle]
@@ -115,7 +135,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
     m: *const c_void,
     eos: bool,
 ) -> BodyStatus {
-    slot(m).map_or(BodyStatus::Continue, |s| s.response_body(eos))
+    on_slot(m, BodyStatus::Continue, |s| s.response_body(eos))
 }
 
 #[no_mangle]
@@ -123,14 +143,14 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
     _f: *mut c_void,
     m: *const c_void,
 ) -> TrailersStatus {
-    slot(m).map_or(TrailersStatus::Continue, Slot::response_trailers)
+    on_slot(m, TrailersStatus::Continue, Slot::response_trailers)
 }
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(_f: *mut c_void, m: *const c_void) {
-    if let Some(s) = slot(m) {
+    on_slot(m, (), |s| {
         s.stream_complete();
-    }
+    });
 }
 
 #[no_mangle]
@@ -144,17 +164,18 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     chunks: *const EnvoyBuffer,
     chunks_size: usize,
 ) {
-    let Some(s) = slot(m) else { return };
-    let headers = copy_headers(headers, headers_size);
-    let body = copy_chunks(chunks, chunks_size);
-    s.deliver(Deferred::Callout(CalloutReply { id, result, headers, body }));
+    on_slot(m, (), |s| {
+        let headers = copy_headers(headers, headers_size);
+        let body = copy_chunks(chunks, chunks_size);
+        s.deliver(Deferred::Callout(CalloutReply { id, result, headers, body }));
+    });
 }
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(_f: *mut c_void, m: *const c_void, event: u64) {
-    if let Some(s) = slot(m) {
+    on_slot(m, (), |s| {
         s.deliver(Deferred::Wake(event));
-    }
+    });
 }
 
 // Streamed callouts (live streaming): each event is queued to the stream like a callout reply.
@@ -168,10 +189,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_headers(
     size: usize,
     end: bool,
 ) {
-    if let Some(s) = slot(m) {
+    on_slot(m, (), |s| {
         let headers = copy_headers(headers, size);
         s.deliver(Deferred::Stream(stream, StreamEvent::Headers(headers, end)));
-    }
+    });
 }
 
 #[no_mangle]
@@ -183,10 +204,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_data(
     count: usize,
     end: bool,
 ) {
-    if let Some(s) = slot(m) {
+    on_slot(m, (), |s| {
         let data = copy_chunks(data, count);
         s.deliver(Deferred::Stream(stream, StreamEvent::Data(data, end)));
-    }
+    });
 }
 
 #[no_mangle]
@@ -197,9 +218,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailers(
     _trailers: *const EnvoyHeader,
     _size: usize,
 ) {
-    if let Some(s) = slot(m) {
+    on_slot(m, (), |s| {
         s.deliver(Deferred::Stream(stream, StreamEvent::Data(Vec::new(), true)));
-    }
+    });
 }
 
 #[no_mangle]
@@ -208,9 +229,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(
     m: *const c_void,
     stream: u64,
 ) {
-    if let Some(s) = slot(m) {
+    on_slot(m, (), |s| {
         s.deliver(Deferred::Stream(stream, StreamEvent::Complete));
-    }
+    });
 }
 
 #[no_mangle]
@@ -220,9 +241,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
     stream: u64,
     reason: u32,
 ) {
-    if let Some(s) = slot(m) {
+    on_slot(m, (), |s| {
         s.deliver(Deferred::Stream(stream, StreamEvent::Reset(reason)));
-    }
+    });
 }
 
 // The configuration's own callouts and wake-ups (MCP listings), on the main thread.

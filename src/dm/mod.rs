@@ -202,6 +202,11 @@ pub struct Slot {
     poisoned: Cell<bool>,
     /// A response hook ran: a panic from now on resets the stream.
     response: Cell<bool>,
+    /// Hooks of this slot on the stack (a re-entrant one counts too).
+    depth: Cell<u32>,
+    /// Envoy destroyed the filter inside a hook (`hooks::on_slot`): the slot is freed when the
+    /// outermost hook returns.
+    doomed: Cell<bool>,
 }
 
 impl Slot {
@@ -213,6 +218,8 @@ impl Slot {
             pending: RefCell::new(Vec::new()),
             poisoned: Cell::new(false),
             response: Cell::new(false),
+            depth: Cell::new(0),
+            doomed: Cell::new(false),
         }
     }
 
@@ -220,7 +227,7 @@ impl Slot {
     /// stream a panic left, lets the data go on. A panic answers 500 while no response has begun,
     /// else resets the stream (`host::fault`); `response`: the hook is one of the response's.
     fn run<S: Status>(&self, response: bool, f: impl FnOnce(&mut Stream) -> S) -> S {
-        if self.poisoned.get() {
+        if self.poisoned.get() || self.doomed.get() {
             return S::CONTINUE;
         }
         if response {
@@ -233,14 +240,17 @@ impl Slot {
             let action = f(&mut stream);
             loop {
                 let queued = std::mem::take(&mut *self.pending.borrow_mut());
-                if queued.is_empty() {
+                // A stream Envoy tore down takes no more events.
+                if queued.is_empty() || self.doomed.get() {
                     break;
                 }
                 for d in queued {
                     stream.on_deferred(d);
                 }
             }
-            stream.sync_wake();
+            if !self.doomed.get() {
+                stream.sync_wake();
+            }
             action
         }));
         let begun = self.response.get() || stream.opened();
@@ -259,6 +269,9 @@ impl Slot {
         self.poisoned.set(true);
         let fate = fault::fate(path);
         log::error!("{}", fault::line(&panic_location(), Some(fate)));
+        if !self.envoy.live() {
+            return;
+        }
         let reset = fate == Fate::Reset && optional::reset_stream(self.envoy.0, "api_agent_panic");
         if !reset {
             // Before the response: the 500. After it, where this Envoy cannot reset a stream: Envoy
@@ -305,11 +318,47 @@ impl Slot {
         self.run(false, |_| HeadersStatus::Continue);
     }
 
+    /// A hook begins.
+    fn enter(&self) {
+        self.depth.set(self.depth.get() + 1);
+    }
+
+    /// A hook ends: true when it was the outermost and Envoy destroyed the filter meanwhile, so the
+    /// slot is to be freed now.
+    fn leave(&self) -> bool {
+        let depth = self.depth.get().saturating_sub(1);
+        self.depth.set(depth);
+        depth == 0 && self.doomed.get()
+    }
+
+    /// Envoy's destroy: true when the slot may be freed now. Inside a hook (Envoy 1.38 destroys
+    /// the filter inside the call that ends its stream) the stream is torn down and its slot freed
+    /// when that hook returns: freeing it now would pull the memory from under the running hook.
+    fn destroyed(&self) -> bool {
+        if self.depth.get() == 0 {
+            return true;
+        }
+        log::debug!("Envoy destroyed the filter inside a hook: the stream is released when the hook returns");
+        self.envoy.tear_down();
+        self.doomed.set(true);
+        false
+    }
+
     fn destroy(&self) {
+        let _forget = Forget(self.envoy);
         if let Ok(mut s) = self.stream.try_borrow_mut() {
             if catch_unwind(AssertUnwindSafe(|| s.on_destroy())).is_err() {
                 log::error!("{}", fault::line(&panic_location(), None));
             }
         }
+    }
+}
+
+/// Lets go of the filter's torn-down mark when the slot goes, panic or not.
+struct Forget(Envoy);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        self.0.forget();
     }
 }

@@ -309,8 +309,12 @@ impl Stream {
         for (api, outcome) in self.cfg.published.take_counts() {
             self.cfg.metrics.mcp_listing(&sink, api, outcome);
         }
-        let status = envoy.attribute_int(Attribute::ResponseCode).and_then(|c| u16::try_from(c).ok());
-        self.ex.report(&envoy, &self.cfg.metrics, &sink, Some(status.unwrap_or(0)), now_ms());
+        // A stream Envoy tore down inside a hook (`Slot::destroyed`) ended with the answer the agent
+        // sent: Envoy can no longer be asked, and nothing replaced it.
+        let status = envoy
+            .live()
+            .then(|| envoy.attribute_int(Attribute::ResponseCode).and_then(|c| u16::try_from(c).ok()).unwrap_or(0));
+        self.ex.report(&envoy, &self.cfg.metrics, &sink, status, now_ms());
         // The spans still open end with the stream (the agent's notes say how; the rest end as they are).
         let notes = self.ex.take_spans();
         self.io.spans.apply(&envoy, notes);

@@ -71,7 +71,7 @@ impl Envoy {
     }
 
     fn active(self) -> Option<Span> {
-        let c = calls()?;
+        let c = calls().filter(|_| self.live())?;
         // SAFETY: valid filter pointer; Envoy returns null for its null span (no tracer).
         let span = unsafe { (c.active)(self.0) };
         (!span.is_null()).then_some(Span(span))
@@ -94,7 +94,7 @@ impl Tracer for Envoy {
     }
 
     fn spawn(&self, parent: Span, operation: &str) -> Option<Span> {
-        let c = calls()?;
+        let c = calls().filter(|_| self.live())?;
         // SAFETY: valid filter pointer and a live parent span; Envoy copies the name.
         let child = unsafe { (c.spawn)(self.0, parent.0, ModuleBuffer::of(operation.as_bytes())) };
         (!child.is_null()).then_some(Span(child))
