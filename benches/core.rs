@@ -84,6 +84,7 @@ fn full_loop(cfg: &Rc<Config>, request: &[u8], turns: &[Vec<u8>], tool_reply: &[
         seed: 1,
         steps: false,
         context_headers: Vec::new(),
+        policy_headers: Vec::new(),
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),
@@ -145,6 +146,7 @@ fn main() {
             black_box(c.template.render(&c.tools).len());
         });
     }
+    policy_benches(&filter);
     let typical = "Thought: I need the weather.\nAction:\n```json\n{\"action\": \"get_weather_now\", \"action_input\": {\"location\": \"Jinan\", \"unit\": \"c\"}}\n```";
     bench("parse: typical json blob", &filter, || {
         black_box(parse(black_box(typical)));
@@ -195,4 +197,34 @@ fn main() {
             });
         }
     }
+}
+
+/// Issue 33's call rules: 20 rules that do not hold (each evaluated), for one call and for the offer
+/// of a 200-tool catalog (every tool against the identity-only rules).
+fn policy_benches(filter: &Option<String>) {
+    use api_agent::policy::{decide, hidden, Decision, Program, Rule, VARS};
+    let rule = |i: usize, src: &str| {
+        let when = Program::compile(src, &VARS).ok()?;
+        Some(Rule { name: format!("r{i}"), when, decision: Decision::Deny, reason: "no".into() })
+    };
+    let rules: Vec<Rule> = (0..20)
+        .filter_map(|i| {
+            let src = format!(
+                "headers['x-role'] == 'role{i}' && tool.method != 'GET' || has(args.amount) && args.amount > {}",
+                1000 + i
+            );
+            rule(i, &src)
+        })
+        .collect();
+    let identity: Vec<Rule> =
+        (0..20).filter_map(|i| rule(i, "headers['x-role'] == 'x' && tool.method != 'GET'")).collect();
+    let tool = json!({"name": "refund", "api": "payments", "method": "POST", "path": "/refunds", "tags": ["payments"], "server": ""});
+    let args = json!({"account": "acc-7", "amount": 5});
+    let headers = json!({"x-role": "viewer", "x-account": "acc-7"});
+    bench("policy: 20 rules decide one call", filter, || {
+        black_box(decide(black_box(&rules), &tool, &args, &headers));
+    });
+    bench("policy: 20 identity rules over 200 tools (offer)", filter, || {
+        black_box((0..200).filter(|_| hidden(black_box(&identity), &tool, &headers)).count());
+    });
 }

@@ -8,6 +8,7 @@ pub mod doc;
 pub mod host;
 pub mod openai;
 pub mod openapi;
+pub mod policy;
 pub mod prompt;
 pub mod redact;
 pub mod schema;

@@ -316,6 +316,7 @@ fn core_first_request(mode: Mode, question: &str, stream: bool) -> Vec<u8> {
         seed: 1,
         steps: false,
         context_headers: Vec::new(),
+        policy_headers: Vec::new(),
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),
@@ -641,7 +642,7 @@ fn run_header_is_the_clients_identity_on_the_apis_that_forward_it() {
     }
     let (out, err) = (stdout(&o), stderr(&o));
     assert!(!out.contains("tok-of-alice-123") && !err.contains("tok-of-alice-123"), "printed: {out}{err}");
-    assert!(err.contains("--header x-unused: no API of this configuration forwards it"), "{err}");
+    assert!(err.contains("--header x-unused: neither forwarded by an API nor read by policy.rules"), "{err}");
     // A malformed header is a usage error that never echoes its value.
     let mut args = vec!["run", file.path(), "--question", "q", "--header", "no-colon-secret-value"];
     for e in &eps {

@@ -158,6 +158,7 @@ fn drive(cfg: Rc<Config>, stream: bool, live: bool, answers: &[Answer], steps: &
         seed,
         steps: seed % 3 == 0,
         context_headers: Vec::new(),
+        policy_headers: Vec::new(),
         client_headers: Default::default(),
         live,
         trace: Vec::new(),

@@ -49,8 +49,8 @@ const ONLY_IMPORTED_BY: &[(&str, &[&str])] = &[
 const LAYERS: &[&[&str]] = &[
     // Leaves: text and JSON helpers, secrets masking, time zones, where calls go, a small map.
     &["doc", "redact", "tz", "upstream", "vec_map"],
-    // Formats: JSON Schema, the OpenAI wire, OpenAPI documents.
-    &["schema", "openai", "openapi"],
+    // Formats: JSON Schema, the OpenAI wire, OpenAPI documents, the CEL of call rules.
+    &["schema", "openai", "openapi", "policy"],
     // The tool registry (OpenAPI and MCP tools), and Anthropic Messages (read into and written from
     // the OpenAI wire); then the prompts built from the registry.
     &["tools", "anthropic"],

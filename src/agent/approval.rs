@@ -3,6 +3,8 @@
 //! `tool` message for that call whose content is `{"approved": true}`. Anything else is told to the
 //! model as a refusal.
 
+use super::protocol::RequestMeta;
+use super::rule_view::{approvable, Approvable};
 use super::work::{self, Work};
 use crate::config::Config;
 use crate::openai::message::{CallKind, ClientCall, FunctionCall};
@@ -20,8 +22,8 @@ pub struct Approved {
 /// The approved calls at the end of the conversation; refused ones have their `tool` message replaced
 /// by what the model is told. Only the `tool` messages that end the conversation, right after the
 /// assistant's calls, count: older approvals were run when they were given.
-pub fn scan(cfg: &Config, req: &mut ChatRequest) -> Vec<Approved> {
-    if cfg.confirm.is_empty() {
+pub fn scan(cfg: &Config, req: &mut ChatRequest, meta: &RequestMeta) -> Vec<Approved> {
+    if cfg.confirm.is_empty() && !cfg.call_policy.may_confirm() {
         return Vec::new();
     }
     let n = req.messages.len();
@@ -33,8 +35,17 @@ pub fn scan(cfg: &Config, req: &mut ChatRequest) -> Vec<Approved> {
     let mut approved = Vec::new();
     for i in first_tool..n {
         let Some(id) = req.messages[i].tool_call_id.clone() else { continue };
-        let Some(call) = calls.iter().find(|c| c.id == id && cfg.confirm.contains(&c.name)) else { continue };
-        if is_approval(&req.messages[i].text) {
+        let Some(call) = calls.iter().find(|c| c.id == id) else { continue };
+        let refusal = match approvable(cfg, meta, &call.name, &call.arguments) {
+            Approvable::NotAsked => continue,
+            Approvable::Denied(rule) => {
+                Some(format!("The call to '{}' was not made: policy rule '{rule}' denies it.", call.name))
+            }
+            Approvable::Yes => None,
+        };
+        if let Some(refusal) = refusal {
+            set_content(req, i, &refusal);
+        } else if is_approval(&req.messages[i].text) {
             approved.push(Approved { message: i, name: call.name.clone(), arguments: call.arguments.clone() });
         } else {
             let refusal = format!("The user did not approve this call to '{}'; it was not run.", call.name);

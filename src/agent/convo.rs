@@ -6,6 +6,7 @@ use super::error::{AgentError, ErrorCode};
 use super::format::Target;
 use super::offered::Offered;
 use super::protocol::RequestMeta;
+use super::rule_view::CallRules;
 use super::work::Work;
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
@@ -52,6 +53,8 @@ pub struct Convo {
     pub reasoning: Option<String>,
     /// A large catalog's tools for this request (`offer`); `None`: the configuration's, all of them.
     pub offered: Option<Box<Offered>>,
+    /// The operator's call rules for this request (`policy`); `None` without rules.
+    pub rules: Option<Box<CallRules>>,
 }
 
 /// What a reply leads to.
@@ -105,6 +108,7 @@ impl Convo {
             system_prefix: None,
             reasoning: None,
             offered: None,
+            rules: None,
         }
     }
 

@@ -16,6 +16,7 @@ use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
 use super::report::{Outcome, Report};
 use super::retry::{self, Retry};
+use super::rules;
 use super::spans::{self, Spans};
 use super::steps::{self, Steps};
 use super::tool_phase::ToolPhase;
@@ -219,7 +220,7 @@ impl Machine {
         if self.meta.live {
             self.response.go_live(self.cfg.mode, json.is_none(), self.template_opens);
         }
-        let approved = approval::scan(&self.cfg, &mut req);
+        let approved = approval::scan(&self.cfg, &mut req, &self.meta);
         if approved.is_empty() {
             // Live streaming needs every turn to be a streamed callout.
             let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.response.is_live();
@@ -364,6 +365,7 @@ impl Machine {
         let before = c.usage;
         let next = llm::read(&mut c, &self.cfg, body);
         self.llm_read(&c, before, ms);
+        rules::record(&mut c, &mut self.report, &mut self.steps, &mut self.spans);
         let next = match (next, self.cfg.llm.max_total_tokens) {
             (Ok(Next::Tools(_) | Next::ClientTools(_)), Some(budget)) if c.usage.total_tokens >= budget => {
                 log::info!("#{} the token budget ({budget}) is spent: the loop ends", self.meta.id);

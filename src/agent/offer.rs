@@ -6,6 +6,7 @@
 
 use super::convo::Convo;
 use super::offered::{escaped, native_json, Offered};
+use super::rules;
 use super::work::{tool_work, Work};
 use crate::config::{Config, Mode, Offer, MAX_NATIVE_TOOLS};
 use crate::doc::truncate;
@@ -30,7 +31,14 @@ pub fn offer(c: &mut Convo, cfg: &Config, req: &ChatRequest) {
     // Native: room for `find_tools` and the client's own tools within OpenAI's 128.
     let max_native = MAX_NATIVE_TOOLS.saturating_sub(1 + c.client_tool_specs.len());
     let max_tools = if c.mode == Mode::Native { max_native } else { usize::MAX };
-    let chosen = pick(&o.index.rank(&query), &o.pinned, &o.costs, Budget { bytes: o.max_prompt_bytes, max_tools });
+    let mut ranked = o.index.rank(&query);
+    if let Some(r) = c.rules.as_deref() {
+        // Tools the rules refuse whatever the arguments are not offered.
+        ranked.retain(|hit| !r.hides(hit.0));
+    }
+    let pinned: Vec<u32> =
+        o.pinned.iter().copied().filter(|&i| !c.rules.as_deref().is_some_and(|r| r.hides(i))).collect();
+    let chosen = pick(&ranked, &pinned, &o.costs, Budget { bytes: o.max_prompt_bytes, max_tools });
     let first = chosen.len();
     let mut offered =
         Offered { prompt_json: String::new(), tools_json: String::new(), native: chosen, first, max_native };
@@ -51,7 +59,7 @@ pub fn offer(c: &mut Convo, cfg: &Config, req: &ChatRequest) {
 pub fn work(c: &mut Convo, cfg: &Config, name: &str, input: Value) -> Work {
     match &cfg.offer {
         Some(o) if name == FIND_TOOLS => find(c, cfg, o, input),
-        _ => tool_work(cfg, name, input),
+        _ => rules::check(c, cfg, tool_work(cfg, name, input)),
     }
 }
 
@@ -66,7 +74,11 @@ fn find(c: &mut Convo, cfg: &Config, o: &Offer, input: Value) -> Work {
         let why = format!("'{FIND_TOOLS}' needs a 'query': what you want to do, in a few words");
         return Work::Refused { name: FIND_TOOLS.into(), observation: format!("Invalid arguments for {why}."), why };
     }
-    let found = pick(&o.index.rank(&query), &[], &o.costs, Budget { bytes: FOUND_BYTES, max_tools: FOUND_TOOLS });
+    let mut ranked = o.index.rank(&query);
+    if let Some(r) = c.rules.as_deref() {
+        ranked.retain(|hit| !r.hides(hit.0));
+    }
+    let found = pick(&ranked, &[], &o.costs, Budget { bytes: FOUND_BYTES, max_tools: FOUND_TOOLS });
     let chinese = cfg.template.chinese;
     let quoted = truncate(&query, 200);
     let observation = if found.is_empty() {

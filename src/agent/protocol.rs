@@ -28,6 +28,8 @@ pub struct RequestMeta {
     pub steps: bool,
     /// The request headers that `context.headers` names: (label, value).
     pub context_headers: Vec<(String, String)>,
+    /// The request headers that `policy.headers` names, for the call rules: (name, value).
+    pub policy_headers: Vec<(String, String)>,
     /// The client's headers that APIs' `forwardHeaders` and `tokenExchange.subjectHeader` name.
     pub client_headers: ClientHeaders,
     /// The host can stream callouts and answer the client while calls are pending (the dynamic

@@ -133,6 +133,8 @@ pub struct Report {
     pub exchanges: Vec<(usize, &'static str)>,
     pub malformed: u32,
     pub json_retries: u32,
+    /// The call rules' and the data-flow guard's decisions: (rule name or `_guard_`, decision).
+    pub policy: Vec<(String, &'static str)>,
     pub tokens: Usage,
     /// The model the LLM last said it was (the client's until a reply names one).
     pub model: String,
@@ -154,6 +156,7 @@ impl Report {
             exchanges: Vec::new(),
             malformed: 0,
             json_retries: 0,
+            policy: Vec::new(),
             tokens: Usage::default(),
             model: String::new(),
             started_ms,

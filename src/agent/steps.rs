@@ -30,6 +30,12 @@ enum Step {
         observation: String,
         ms: u64,
     },
+    /// A call rule (`policy.rules`) or the data-flow guard (`_guard_`) decided a call of `tool`.
+    Policy {
+        tool: String,
+        rule: String,
+        decision: &'static str,
+    },
 }
 
 /// How a tool call ended: its HTTP status (a number), or how it ended without one (a string).
@@ -83,6 +89,12 @@ impl Steps {
         let mask = |s: &str| truncate(&redact(s, &self.secrets), EXCERPT_BYTES).into_owned();
         let (arguments, observation) = (mask(arguments), mask(observation));
         list.push(Step::Tool { name: name.to_string(), arguments, status, observation, ms });
+    }
+
+    pub fn policy(&mut self, tool: &str, rule: &str, decision: &'static str) {
+        if let Some(list) = &mut self.list {
+            list.push(Step::Policy { tool: tool.to_string(), rule: rule.to_string(), decision });
+        }
     }
 
     pub fn value(&self) -> Option<Value> {

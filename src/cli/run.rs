@@ -39,6 +39,7 @@ pub fn run(req: &Request, endpoint_args: &[String], header_args: &[String], as_j
             "loop": plugin::loop_name(cfg.loop_phase),
             "question": driver.redact(&req.question),
             "steps": steps,
+            "policy": driver.policy,
             "reply": transcript::reply_json(&reply, &body),
             "answer": answer.as_ref().ok(),
             "error": answer.as_ref().err(),
@@ -46,6 +47,7 @@ pub fn run(req: &Request, endpoint_args: &[String], header_args: &[String], as_j
         });
         out::line(&transcript.to_string());
     } else {
+        driver.policy.iter().for_each(|p| out::line(&format!("policy rule {p}")));
         final_lines(&reply, &body, &answer, ms, driver.tokens()).iter().for_each(|l| out::line(l));
     }
     Ok(if reply.status == 200 { 0 } else { FAILED })
@@ -126,7 +128,7 @@ fn needed(cfg: &Config) -> Vec<String> {
 /// `--header NAME:VALUE`: the client's headers the configuration forwards or exchanges (others are
 /// ignored, with a warning).
 fn client_headers(args: &[String], cfg: &Config) -> Result<ClientHeaders, CliError> {
-    let used = cfg.identity_headers.clone();
+    let used: Vec<String> = cfg.identity_headers.iter().chain(&cfg.call_policy.headers).cloned().collect();
     let mut out = Vec::new();
     for arg in args {
         // Without a colon there is no telling name from value: nothing of it is shown.
@@ -141,7 +143,9 @@ fn client_headers(args: &[String], cfg: &Config) -> Result<ClientHeaders, CliErr
             return Err(CliError::usage(format!("--header {name}: the value must not contain CR, LF or NUL")));
         }
         if !used.contains(&name) {
-            out::error_line(&format!("api-agent: --header {name}: no API of this configuration forwards it"));
+            out::error_line(&format!(
+                "api-agent: --header {name}: neither forwarded by an API nor read by policy.rules"
+            ));
             continue;
         }
         out.push((name, value.trim().to_string()));
@@ -175,6 +179,8 @@ struct Driver {
     secrets: Vec<String>,
     /// The client's headers (`--header`).
     client_headers: ClientHeaders,
+    /// Which call rule decided what (`rule: decision`), in order.
+    policy: Vec<String>,
     start: Instant,
     tx: Sender<Done>,
     rx: Receiver<Done>,
@@ -200,6 +206,7 @@ impl Driver {
             rx,
             pending: HashMap::new(),
             steps: Vec::new(),
+            policy: Vec::new(),
             llm_calls: 0,
             live,
         }
@@ -220,14 +227,20 @@ impl Driver {
     /// Runs one request to the agent's reply.
     fn drive(&mut self, body: &[u8]) -> Result<Reply, CliError> {
         let mut meta = select::meta(self.now());
-        meta.client_headers = self.client_headers.clone();
+        let (policy, identity): (Vec<_>, Vec<_>) =
+            self.client_headers.0.iter().cloned().partition(|(n, _)| self.cfg.call_policy.headers.contains(n));
+        meta.policy_headers = policy;
+        meta.client_headers = ClientHeaders(identity);
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);
         let mut commands = agent.handle(Event::ClientRequest { body }, self.now());
         loop {
             let mut wake = None;
             for cmd in commands {
                 match cmd {
-                    Command::Reply(r) => return Ok(r),
+                    Command::Reply(r) => {
+                        self.policy = agent.report().policy.iter().map(|(r, d)| format!("{r}: {d}")).collect();
+                        return Ok(r);
+                    }
                     Command::WakeAt(at) => wake = Some(at),
                     Command::Forward { body } => self.forward(body),
                     Command::Dispatch(call) => self.dispatch(call),

@@ -123,6 +123,7 @@ pub fn meta(now_ms: u64) -> RequestMeta {
         // `run --json` prints its own transcript.
         steps: false,
         context_headers: Vec::new(),
+        policy_headers: Vec::new(),
         client_headers: Default::default(),
         live: false,
         trace: Vec::new(),

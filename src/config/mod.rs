@@ -2,6 +2,7 @@
 //! start into typed structs. Every error names the field path.
 
 mod apis;
+pub mod call_policy;
 mod error;
 mod fields;
 mod header_params;
@@ -133,6 +134,8 @@ pub struct Config {
     /// The same array as JSON text, spliced into every request body.
     pub native_tools_json: String,
     pub json_resp: Option<JsonResp>,
+    /// The rules on every tool call and the data-flow guard (top-level `policy`).
+    pub call_policy: call_policy::CallPolicy,
     /// Tools that run only after the client approved the call (`apis[].policy.confirm`).
     pub confirm: Vec<String>,
     /// The MCP servers, to rebuild the catalog from a new `tools/list` (`with_mcp_tools`); those
@@ -229,6 +232,7 @@ impl Config {
             None => false,
         };
         let context = parse_context(&mut root)?;
+        let call_policy = call_policy::parse(&mut root)?;
         let responses_path = parse_front_path(&mut root, "responses")?;
         let messages_path = parse_front_path(&mut root, "messages")?;
         let selection = selection::parse_selection(&mut root)?;
@@ -261,6 +265,7 @@ impl Config {
             offer: None,
             json_resp,
             confirm,
+            call_policy,
             mcp,
             context,
             return_steps,

@@ -130,6 +130,12 @@ fn context_headers(port: &impl Port, cfg: &Config) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The request headers `policy.headers` names, for the call rules (none read without rules).
+fn policy_headers(port: &impl Port, cfg: &Config) -> Vec<(String, String)> {
+    let names = &cfg.call_policy.headers;
+    names.iter().filter_map(|n| port.header(Headers::Request, n).map(|v| (n.clone(), v))).collect()
+}
+
 /// The client's headers that the configuration's APIs forward or exchange (`forwardHeaders`,
 /// `tokenExchange.subjectHeader`): read once here, the agent's input; the names the request lacks are
 /// absent.
@@ -164,6 +170,7 @@ pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival, api: Api) -> Reque
             .header(Headers::Request, "x-api-agent-steps")
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         context_headers: context_headers(port, cfg),
+        policy_headers: policy_headers(port, cfg),
         client_headers: client_headers(port, cfg),
         live: arrival.live,
         trace: trace_context(port),

@@ -27,7 +27,7 @@ const fn metric(name: &'static str, kind: Kind, labels: &'static [&'static str])
 const MODE: &[&str] = &["mode"];
 
 /// Every metric, in the order of `Id`.
-pub const CATALOGUE: [Metric; 13] = [
+pub const CATALOGUE: [Metric; 14] = [
     metric("requests", Kind::Counter, &["mode", "outcome"]),
     metric("llm_turns", Kind::Counter, MODE),
     metric("llm_retries", Kind::Counter, MODE),
@@ -41,6 +41,7 @@ pub const CATALOGUE: [Metric; 13] = [
     metric("mcp_listings", Kind::Counter, &["api", "outcome"]),
     metric("tokens_per_request", Kind::Histogram, MODE),
     metric("token_exchanges", Kind::Counter, &["api", "outcome"]),
+    metric("policy_decisions", Kind::Counter, &["rule", "decision"]),
 ];
 
 #[derive(Debug, Clone, Copy)]
@@ -58,6 +59,7 @@ enum Id {
     McpListings,
     TokensPerRequest,
     TokenExchanges,
+    PolicyDecisions,
 }
 
 /// Where a host records metrics; `Id` is the host's handle of one catalogue entry.
@@ -113,6 +115,9 @@ impl<T: Copy> Metrics<T> {
         for (api, outcome) in &r.exchanges {
             self.add(sink, Id::TokenExchanges, &[&api.to_string(), outcome], 1);
         }
+        for (rule, decision) in &r.policy {
+            self.add(sink, Id::PolicyDecisions, &[rule, decision], 1);
+        }
         for t in &r.tools {
             self.add(sink, Id::ToolCalls, &[&t.name, t.class.as_str()], 1);
             if t.status.is_some() || t.ms > 0 {
@@ -162,10 +167,23 @@ mod tests {
             (Id::McpListings, "mcp_listings"),
             (Id::TokensPerRequest, "tokens_per_request"),
             (Id::TokenExchanges, "token_exchanges"),
+            (Id::PolicyDecisions, "policy_decisions"),
         ];
         for (id, name) in names {
             assert_eq!(CATALOGUE[id as usize].name, name);
         }
+    }
+
+    #[test]
+    fn each_policy_decision_is_counted_by_rule() {
+        let metrics = Metrics::define(|m| CATALOGUE.iter().position(|c| c.name == m.name));
+        let sink = Sink::default();
+        let mut r = Report::new(crate::config::Mode::React, 0);
+        r.policy = vec![("viewers".into(), "deny"), ("_guard_".into(), "confirm")];
+        metrics.emit(&sink, &r);
+        let seen = sink.0.borrow();
+        assert!(seen.contains(&"policy_decisions [\"viewers\", \"deny\"] +1".to_string()), "{seen:?}");
+        assert!(seen.contains(&"policy_decisions [\"_guard_\", \"confirm\"] +1".to_string()));
     }
 
     #[test]

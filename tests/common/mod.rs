@@ -61,6 +61,8 @@ pub struct Harness {
     pub steps: bool,
     /// The request headers `context.headers` names, as the shim reads them.
     pub context_headers: Vec<(String, String)>,
+    /// The request headers `policy.headers` names.
+    pub policy_headers: Vec<(String, String)>,
     /// The client's headers that APIs forward or exchange, as admission reads them.
     pub client_headers: Vec<(String, String)>,
     /// The plugin instance's memory (exchanged tokens, MCP sessions, what the LLM server taught):
@@ -157,6 +159,7 @@ impl Harness {
             seed: 42,
             steps: false,
             context_headers: Vec::new(),
+            policy_headers: Vec::new(),
             client_headers: Vec::new(),
             memory: Rc::new(RefCell::new(Memory::default())),
             live: false,
@@ -200,6 +203,7 @@ impl Harness {
             seed: self.seed,
             steps: self.steps,
             context_headers: self.context_headers.clone(),
+            policy_headers: self.policy_headers.clone(),
             client_headers,
             live: self.live,
             trace: Vec::new(),
