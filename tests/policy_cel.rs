@@ -3,7 +3,7 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test code
 
 use api_agent::policy::eval::Val;
-use api_agent::policy::{decide, hidden, Decision, Program, Rule, VARS};
+use api_agent::policy::{decide, hidden, Decision, Offer, Program, Rule, VARS};
 use serde_json::{json, Value};
 
 fn run(src: &str) -> Result<String, String> {
@@ -155,4 +155,35 @@ fn the_first_rule_that_holds_decides_and_identity_rules_hide_tools() {
     assert!(!hidden(&strict, &json!({"name": "list", "method": "GET"}), &viewer));
     let deny_on_args = [rule("big", "args.amount > 100", Decision::Deny), strict[0].clone()];
     assert!(hidden(&deny_on_args, &tool, &viewer), "a denial on args cannot let the call by");
+}
+
+#[test]
+fn rules_the_headers_make_false_are_read_once_per_request_and_let_nothing_by() {
+    // A rule on arguments for admins only: for a viewer it cannot hold, so it no longer stops the
+    // viewers' denial from hiding the tool (before, any non-denial rule reading args did).
+    let rules = [
+        rule("admins-big", "headers.role == 'admin' && args.amount > 100", Decision::Confirm),
+        rule("viewers", "headers['role'] == 'viewer' && tool.method != 'GET'", Decision::Deny),
+    ];
+    let (post, get) = (json!({"name": "refund", "method": "POST"}), json!({"name": "list", "method": "GET"}));
+    let (viewer, admin, editor) = (json!({"role": "viewer"}), json!({"role": "admin"}), json!({"role": "editor"}));
+    let offer = Offer::new(&rules, &viewer);
+    assert!(offer.hidden(&post) && !offer.hidden(&get));
+    assert!(!offer.hides_nothing());
+    assert!(!Offer::new(&rules, &admin).hidden(&post), "the admins' rule may confirm: offered");
+    assert!(Offer::new(&rules, &editor).hides_nothing(), "no rule can hold for an editor");
+    // A gate that cannot be evaluated (a missing header) tells nothing: the rule is evaluated per tool,
+    // and its error denies, as `decide` does.
+    let missing = [rule("viewers", "headers.role == 'viewer' && tool.method != 'GET'", Decision::Deny)];
+    let nobody = json!({});
+    assert!(!Offer::new(&missing, &nobody).hides_nothing());
+    assert!(Offer::new(&missing, &nobody).hidden(&post));
+    assert_eq!(decide(&missing, &post, &json!({}), &nobody).map(|v| v.decision), Some(Decision::Deny));
+    // Operands inside `||`, or reading a macro's bound name, are not gates.
+    let or = [rule("either", "headers.role == 'x' || tool.method != 'GET'", Decision::Deny)];
+    assert!(!Offer::new(&or, &viewer).hides_nothing() && Offer::new(&or, &viewer).hidden(&post));
+    let bound =
+        [rule("b", "headers.role == 'viewer' && ['a'].exists(h, h == 'b') && tool.method != 'GET'", Decision::Deny)];
+    assert!(Offer::new(&bound, &editor).hides_nothing(), "the headers' operand is still a gate");
+    assert!(!Offer::new(&bound, &viewer).hidden(&post), "['a'].exists(h, h == 'b') is false");
 }

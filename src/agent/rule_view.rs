@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 pub struct CallRules {
     /// `headers` as the rules read it: the listed request headers the request has.
     pub headers: Value,
-    /// Catalog positions of the tools the rules refuse whatever the arguments: never offered.
+    /// Catalog positions of the tools the rules refuse whatever the arguments, in order: never offered.
     pub hidden: Vec<u32>,
     /// The decisions not yet recorded, in order: (tool, rule name or `_guard_`, decision).
     pub decided: Vec<(String, String, &'static str)>,
@@ -26,7 +26,7 @@ pub struct CallRules {
 
 impl CallRules {
     pub fn hides(&self, position: u32) -> bool {
-        self.hidden.contains(&position)
+        self.hidden.binary_search(&position).is_ok()
     }
 }
 

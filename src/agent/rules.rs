@@ -26,13 +26,12 @@ pub fn start(c: &mut Convo, cfg: &Config, meta: &RequestMeta, req: &ChatRequest)
         return;
     }
     let headers = headers_view(meta);
-    let hidden = cfg
-        .tools
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| policy::hidden(&p.rules, &tool_view(cfg, t), &headers))
-        .map(|(i, _)| i as u32)
-        .collect();
+    let offer = policy::Offer::new(&p.rules, &headers);
+    let hidden = if offer.hides_nothing() {
+        Vec::new()
+    } else {
+        cfg.tools.iter().enumerate().filter(|(_, t)| offer.hidden(&tool_view(cfg, t))).map(|(i, _)| i as u32).collect()
+    };
     let flow = p.guard.as_ref().map(|_| Flow::new(req));
     c.rules = Some(Box::new(CallRules { headers, hidden, decided: Vec::new(), flow, guarded: 0 }));
 }

@@ -42,13 +42,26 @@ pub struct Program {
     expr: Expr,
     reads: Vec<bool>,
     vars: Vec<String>,
+    /// The top-level `&&` operands that read nothing but `headers`: one of them false, and the
+    /// expression is false for every tool and argument of the request (CEL's `&&` is false when an
+    /// operand is, whatever the others, errors included).
+    gates: Vec<Expr>,
 }
 
 impl Program {
     /// Compiles `src`, which may read the variables `vars`.
     pub fn compile(src: &str, vars: &[&str]) -> Result<Program, CelError> {
         let (expr, reads) = parse::parse(src, vars)?;
-        Ok(Program { expr, reads, vars: vars.iter().map(|v| v.to_string()).collect() })
+        let mut gates = Vec::new();
+        header_gates(&expr, &mut gates);
+        Ok(Program { expr, reads, vars: vars.iter().map(|v| v.to_string()).collect(), gates })
+    }
+
+    /// False for every tool and argument, as `headers` alone tells (a gate is false); `false` when
+    /// it cannot tell.
+    pub fn false_for(&self, headers: &Json) -> bool {
+        let activation = [("tool", &Json::Null), ("args", &Json::Null), ("headers", headers)];
+        self.gates.iter().any(|g| matches!(eval::eval(g, &activation, &mut Vec::new()), Ok(Val::Bool(false))))
     }
 
     /// Whether the expression reads variable `name`.
@@ -76,6 +89,25 @@ impl Program {
     /// The expression's value over `activation` (a value per variable).
     pub fn eval<'a>(&self, activation: &[(&str, &'a Json)]) -> Result<Val<'a>, EvalError> {
         eval::eval(&self.expr, activation, &mut Vec::new())
+    }
+}
+
+/// The operands of `e`'s top-level `&&` chain that read no variable but `headers` (a macro's bound
+/// name counts as another variable).
+fn header_gates(e: &Expr, out: &mut Vec<Expr>) {
+    if let Expr::And(a, b) = e {
+        header_gates(a, out);
+        header_gates(b, out);
+        return;
+    }
+    let mut only_headers = true;
+    walk(e, &mut |x| {
+        if let Expr::Var(v) = x {
+            only_headers &= v == "headers";
+        }
+    });
+    if only_headers {
+        out.push(e.clone());
     }
 }
 
@@ -157,24 +189,52 @@ pub fn decide(rules: &[Rule], tool: &Json, args: &Json, headers: &Json) -> Optio
     })
 }
 
-/// Whether every call of `tool` is denied whatever its arguments, as far as the rules that do not
-/// read `args` tell: such a tool is not offered. A rule that reads `args` and could decide otherwise
-/// (not a denial) stops the walk: the tool may be allowed.
+/// Whether every call of `tool` is denied whatever its arguments (`Offer::hidden`, for one tool).
 pub fn hidden(rules: &[Rule], tool: &Json, headers: &Json) -> bool {
-    let activation = [("tool", tool), ("args", &Json::Null), ("headers", headers)];
-    for r in rules {
-        if r.when.reads("args") {
-            if r.decision == Decision::Deny {
+    Offer::new(rules, headers).hidden(tool)
+}
+
+/// The rules as one request's offer reads them: the rules its headers already make false (`gates`)
+/// are found once, not once per tool of the catalog.
+pub struct Offer<'r> {
+    rules: &'r [Rule],
+    headers: &'r Json,
+    /// Per rule: false for this request whatever the tool.
+    off: Vec<bool>,
+}
+
+impl<'r> Offer<'r> {
+    pub fn new(rules: &'r [Rule], headers: &'r Json) -> Offer<'r> {
+        Offer { rules, headers, off: rules.iter().map(|r| r.when.false_for(headers)).collect() }
+    }
+
+    /// No rule can hold for this request: nothing is hidden.
+    pub fn hides_nothing(&self) -> bool {
+        self.off.iter().all(|o| *o)
+    }
+
+    /// Whether every call of `tool` is denied whatever its arguments, as far as the rules that do not
+    /// read `args` tell: such a tool is not offered. A rule that reads `args` and could decide
+    /// otherwise (not a denial) stops the walk: the tool may be allowed.
+    pub fn hidden(&self, tool: &Json) -> bool {
+        let activation = [("tool", tool), ("args", &Json::Null), ("headers", self.headers)];
+        for (r, off) in self.rules.iter().zip(&self.off) {
+            if *off {
                 continue;
             }
-            return false;
+            if r.when.reads("args") {
+                if r.decision == Decision::Deny {
+                    continue;
+                }
+                return false;
+            }
+            match r.when.eval(&activation) {
+                Ok(Val::Bool(false)) => {}
+                Ok(Val::Bool(true)) => return r.decision == Decision::Deny,
+                // As `decide`: an error denies.
+                _ => return true,
+            }
         }
-        match r.when.eval(&activation) {
-            Ok(Val::Bool(false)) => {}
-            Ok(Val::Bool(true)) => return r.decision == Decision::Deny,
-            // As `decide`: an error denies.
-            _ => return true,
-        }
+        false
     }
-    false
 }
