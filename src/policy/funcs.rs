@@ -53,27 +53,24 @@ pub fn binary<'a>(op: &str, a: &Val<'a>, b: &Val<'a>) -> R<'a> {
 
 fn arithmetic<'a>(op: &str, a: &Val<'a>, b: &Val<'a>) -> R<'a> {
     let overflow = || EvalError(format!("{} overflow", a.type_name()));
+    // The same checked operations on CEL's int and uint.
+    macro_rules! checked {
+        ($x:expr, $y:expr, $wrap:path) => {
+            match op {
+                "+" => $x.checked_add($y),
+                "-" => $x.checked_sub($y),
+                "*" => $x.checked_mul($y),
+                "/" | "%" if $y == 0 => return err(if op == "/" { "division by zero" } else { "modulus by zero" }),
+                "/" => $x.checked_div($y),
+                _ => $x.checked_rem($y),
+            }
+            .map($wrap)
+            .ok_or_else(overflow)
+        };
+    }
     match (a, b) {
-        (Val::Int(x), Val::Int(y)) => match op {
-            "+" => x.checked_add(*y),
-            "-" => x.checked_sub(*y),
-            "*" => x.checked_mul(*y),
-            "/" | "%" if *y == 0 => return err(if op == "/" { "division by zero" } else { "modulus by zero" }),
-            "/" => x.checked_div(*y),
-            _ => x.checked_rem(*y),
-        }
-        .map(Val::Int)
-        .ok_or_else(overflow),
-        (Val::Uint(x), Val::Uint(y)) => match op {
-            "+" => x.checked_add(*y),
-            "-" => x.checked_sub(*y),
-            "*" => x.checked_mul(*y),
-            "/" | "%" if *y == 0 => return err(if op == "/" { "division by zero" } else { "modulus by zero" }),
-            "/" => x.checked_div(*y),
-            _ => x.checked_rem(*y),
-        }
-        .map(Val::Uint)
-        .ok_or_else(overflow),
+        (Val::Int(x), Val::Int(y)) => checked!(x, *y, Val::Int),
+        (Val::Uint(x), Val::Uint(y)) => checked!(x, *y, Val::Uint),
         (Val::Double(x), Val::Double(y)) => match op {
             "+" => Ok(Val::Double(x + y)),
             "-" => Ok(Val::Double(x - y)),

@@ -61,13 +61,18 @@ def guard_counted(envoy: Envoy, decision: str) -> bool:
     return False
 
 
-def test_an_instruction_in_a_tool_reply_does_not_move_money(gateway, mocks):
-    q = f"Check station st-1 ({gateway.action})"
+def station_then_refund(gateway, mocks, q: str, account: str, answer: str) -> client.Reply:
+    """The model reads the station's record, then refunds 5 to `account`, then answers."""
     mocks.weather.route("GET", "/v3/stations/st-1", Response.json(INJECTED))
     mocks.translate.route("POST", "/refunds", Response.json({"refunded": 5}))
     mocks.llm.script(q, action("get_station", {"station_id": "st-1"}),
-                     action("refund", {"account": ATTACKER, "amount": 5}), final("Done."))
-    reply = ask(gateway, [{"role": "user", "content": q}])
+                     action("refund", {"account": account, "amount": 5}), final(answer))
+    return ask(gateway, [{"role": "user", "content": q}])
+
+
+def test_an_instruction_in_a_tool_reply_does_not_move_money(gateway, mocks):
+    q = f"Check station st-1 ({gateway.action})"
+    reply = station_then_refund(gateway, mocks, q, ATTACKER, "Done.")
     assert reply.status == 200, reply.text
     assert mocks.translate.requests == [], "the injected refund is not made"
     body = reply.json()
@@ -89,11 +94,7 @@ def test_an_instruction_in_a_tool_reply_does_not_move_money(gateway, mocks):
 
 def test_the_same_call_with_the_users_own_values_is_made(gateway, mocks):
     q = f"Check station st-1, then refund 5 to my account {USERS} ({gateway.action})"
-    mocks.weather.route("GET", "/v3/stations/st-1", Response.json(INJECTED))
-    mocks.translate.route("POST", "/refunds", Response.json({"refunded": 5}))
-    mocks.llm.script(q, action("get_station", {"station_id": "st-1"}),
-                     action("refund", {"account": USERS, "amount": 5}), final("Refunded."))
-    reply = ask(gateway, [{"role": "user", "content": q}])
+    reply = station_then_refund(gateway, mocks, q, USERS, "Refunded.")
     assert reply.json()["choices"][0]["message"]["content"] == "Refunded."
     assert [r.path for r in mocks.translate.requests] == ["/refunds"]
     assert json.loads(mocks.translate.requests[0].body)["account"] == USERS
