@@ -2,26 +2,26 @@
 //! between them. The other files say what a reply or a call means (`llm`, `tool_phase`, `format`,
 //! `approval`, `finish`); this one alone changes the state.
 
-use super::approval;
-use super::batch::Batch;
 use super::calls::{self, Calls};
-use super::convo::{Convo, Next};
 use super::error::{AgentError, ErrorCode};
-use super::finish::Response;
-use super::format::{Format, Target};
-use super::identity::Identity;
-use super::learn::Learning;
-use super::llm;
 use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
-use super::report::{Outcome, Report};
 use super::retry::{self, Retry};
-use super::rules;
-use super::spans::{self, Spans};
-use super::steps::{self, Steps};
-use super::tool_phase::ToolPhase;
-use super::wire;
-use super::work::Work;
+use crate::agent::answer::finish::Response;
+use crate::agent::answer::wire;
+use crate::agent::record::report::{Outcome, Report};
+use crate::agent::record::spans::Spans;
+use crate::agent::record::steps::{self, Steps};
+use crate::agent::tools::approval;
+use crate::agent::tools::batch::Batch;
+use crate::agent::tools::identity::Identity;
+use crate::agent::tools::tool_phase::ToolPhase;
+use crate::agent::tools::work::Work;
+use crate::agent::turn::convo::{Convo, Next};
+use crate::agent::turn::format::{Format, Target};
+use crate::agent::turn::learn::Learning;
+use crate::agent::turn::llm;
+use crate::agent::turn::rules;
 use crate::config::{Config, LoopPhase};
 use crate::doc::truncate;
 use crate::openai::answer::FinishReason;
@@ -375,7 +375,7 @@ impl Machine {
             (next, _) => next,
         };
         if let Ok(next) = &next {
-            self.spans.chat_tag("gen_ai.response.finish_reasons", spans::finish_reason(next));
+            self.spans.chat_tag("gen_ai.response.finish_reasons", next.finish_reason());
             self.spans.chat_end();
         }
         match next {

@@ -2,53 +2,36 @@
 //! replies, failed calls) and returns commands (forward, dispatch, reply). It never reads a clock or a
 //! random source: ids and times come in. Each request has its own `Agent`; nothing is shared.
 //!
-//! `machine` is the loop and the only place its state changes; the other files return what an event
-//! means: `llm` (an LLM turn, in `react` or `native` mode, over a `convo`), `tool_phase` (a turn's
-//! `batch` of `work`, with `mcp` sessions), `format` (JSON mode), `approval`, `finish` (the client's
-//! response, in the format `wire` chose from the request's API), with `calls`, `retry`, `report`,
-//! `steps` and `live` beside them.
+//! `machine` is the loop and the only place its state changes; the rooms return what an event means,
+//! lowest first: `record` (report, steps, spans: what the request did, for those who watch it),
+//! `tools` (a turn's calls), `turn` (an LLM turn, in `react` or `native` mode, over a `convo`) and
+//! `answer` (the client's response, in the format its API asks for). Beside them, what every room
+//! shares: the seam (`protocol`, `body`, `error`), the callouts' ids and backoff (`calls`, `retry`)
+//! and the MCP sessions (`mcp`). A room imports only rooms below it (tests/structure.rs).
 
-mod approval;
-mod batch;
+mod answer;
 mod body;
 mod calls;
-mod convo;
 mod error;
-mod finish;
-mod format;
-mod guard;
-mod identity;
-mod learn;
-mod live;
-mod llm;
 mod machine;
 mod mcp;
-mod native;
-mod offer;
-mod offered;
 mod protocol;
-mod react;
-mod report;
+mod record;
 mod retry;
-mod rule_view;
-mod rules;
-pub mod spans;
-mod steps;
-pub mod summary;
-mod tool_phase;
-mod wire;
-mod work;
+mod tools;
+mod turn;
 
 pub use error::{AgentError, ErrorCode};
 pub use protocol::{
     Api, Call, CallId, ClientHeaders, Command, Event, Exchanged, Failure, Lesson, Memory, ModelFacts, Reply,
     RequestMeta,
 };
-pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
+pub use record::report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 
 use crate::config::Config;
 use machine::{Machine, State};
 pub use mcp::{Peer as McpPeer, Sessions as McpSessions};
+pub use record::{spans, summary};
 use std::rc::Rc;
 
 /// One request's agent: what hosts see of the loop (`machine`).

@@ -3,11 +3,11 @@
 //! `machine` so that it changes the state as the other transitions do.
 
 use super::{Machine, State, Step};
-use crate::agent::convo::Convo;
-use crate::agent::format::{self, Format};
-use crate::agent::llm;
 use crate::agent::protocol::Command;
 use crate::agent::retry::{self, Retry};
+use crate::agent::turn::convo::Convo;
+use crate::agent::turn::format::{self, Format};
+use crate::agent::turn::llm;
 use crate::openai::answer::FinishReason;
 
 impl Machine {

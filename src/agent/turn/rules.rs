@@ -4,14 +4,14 @@
 //! Tools the rules refuse whatever the arguments are not offered at all.
 
 use super::convo::Convo;
-use super::guard::Flow;
 use super::offered::{escaped, Offered};
-use super::protocol::RequestMeta;
-use super::report::Report;
-use super::rule_view::{headers_view, sensitive, tool_view, CallRules};
-use super::spans::Spans;
-use super::steps::Steps;
-use super::work::Work;
+use crate::agent::protocol::RequestMeta;
+use crate::agent::record::report::Report;
+use crate::agent::record::spans::Spans;
+use crate::agent::record::steps::Steps;
+use crate::agent::tools::guard::Flow;
+use crate::agent::tools::rule_view::{headers_view, sensitive, tool_view, CallRules};
+use crate::agent::tools::work::Work;
 use crate::config::{native_tool, Config, Mode};
 use crate::openai::ChatRequest;
 use crate::policy::{self, Decision};

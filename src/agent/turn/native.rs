@@ -3,9 +3,9 @@
 //! The client's own tools are returned to the client when the model calls them.
 
 use super::convo::{Convo, Next};
-use super::error::{AgentError, ErrorCode};
 use super::offer;
-use super::work::Work;
+use crate::agent::error::{AgentError, ErrorCode};
+use crate::agent::tools::work::Work;
 use crate::config::Config;
 use crate::openai::answer::FinishReason;
 use crate::openai::message::{AgentMessage, OutMessage};

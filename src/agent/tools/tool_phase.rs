@@ -3,15 +3,15 @@
 //! later, and each call's end is recorded in the report and the steps.
 
 use super::batch::Batch;
-use super::calls::{excerpt, Calls};
 use super::identity::{self, Gate, Identity};
-use super::mcp::{self, Sessions};
-use super::protocol::{CallId, Command, Event, Failure};
-use super::report::{Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
-use super::retry::{self, Wait};
-use super::spans::Spans;
-use super::steps::{Steps, ToolStatus};
 use super::work::{self, ToolCall, Work};
+use crate::agent::calls::{excerpt, Calls};
+use crate::agent::mcp::{self, Sessions};
+use crate::agent::protocol::{CallId, Command, Event, Failure};
+use crate::agent::record::report::{Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
+use crate::agent::record::spans::Spans;
+use crate::agent::record::steps::{Steps, ToolStatus};
+use crate::agent::retry::{self, Wait};
 use crate::config::Config;
 use crate::doc::truncate;
 use crate::tools::search::FIND_TOOLS;
