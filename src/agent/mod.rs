@@ -55,22 +55,22 @@ impl Agent {
             crate::config::sort_secrets(&mut secrets);
             (cfg.llm.max_observation_bytes, secrets)
         });
-        self.machine.spans = spans::Spans::new(true, content);
+        self.machine.record.spans = spans::Spans::new(true, content);
         for (_, token) in &self.machine.meta.memory.tokens {
             // Tokens kept for the client: masked in content as those it exchanges are.
-            self.machine.spans.mask(token);
+            self.machine.record.spans.mask(token);
         }
     }
 
     /// The agent's one poll (`protocol`): what the host should do with its spans since the last
     /// call, in order; before it runs the commands of the same event.
     pub fn poll_spans(&mut self) -> Vec<spans::SpanNote> {
-        self.machine.spans.take()
+        self.machine.record.spans.take()
     }
 
     /// What the request did so far (complete once `is_done`).
     pub fn report(&self) -> &Report {
-        &self.machine.report
+        &self.machine.record.report
     }
 
     pub fn id(&self) -> &str {
@@ -99,11 +99,11 @@ impl Agent {
     /// open end, as cancelled if the agent had not answered.
     fn closed(&mut self, host_status: Option<u16>, now_ms: u64) {
         if let Some(status) = host_status {
-            if self.machine.report.host_answered(status, self.is_done(), now_ms) {
+            if self.machine.record.report.host_answered(status, self.is_done(), now_ms) {
                 log::info!("#{} the client got HTTP {status} from Envoy itself", self.machine.meta.id);
             }
         }
-        self.machine.spans.end_run(&self.machine.report);
+        self.machine.record.spans.end_run(&self.machine.record.report);
     }
 
     pub fn is_done(&self) -> bool {
