@@ -434,9 +434,7 @@ impl Machine {
             calls: &mut self.calls,
             sessions: &mut self.mcp_sessions,
             identity: &mut self.identity,
-            report: &mut self.record.report,
-            steps: &mut self.record.steps,
-            spans: &mut self.record.spans,
+            record: &mut self.record,
         }
     }
 

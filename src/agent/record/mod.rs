@@ -10,9 +10,10 @@ use crate::agent::error::ErrorCode;
 use crate::agent::protocol::{CallId, RequestMeta};
 use crate::config::Config;
 use crate::openai::Usage;
-use report::{Outcome, Report};
+use crate::tools::search::FIND_TOOLS;
+use report::{Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 use spans::Spans;
-use steps::Steps;
+use steps::{Steps, ToolStatus};
 
 /// What a transition of the loop did, as those who watch the request see it. The transitions say
 /// what happened and hand it to `Record::note`, the one place that turns it into report, steps and
@@ -48,6 +49,27 @@ pub enum Seen<'a> {
     Answered { length: bool, budget: bool },
     /// The request failed with this status and code.
     Failed(u16, ErrorCode),
+    /// Tool work the model's output made no call of (a malformed turn, told how to fix it).
+    Malformed,
+    /// A call refused before it was sent (`known`: `name` is a configured tool's, not only the
+    /// model's, so spans and metrics may carry it).
+    ToolRefused { name: &'a str, known: bool, observation: &'a str },
+    /// The tool search answered `query` without a call.
+    ToolsFound { query: &'a str, observation: &'a str },
+    /// A tool call went out (`index`: its place among the turn's calls).
+    ToolSent { id: CallId, name: &'a str, index: Option<usize> },
+    /// A tool call answered, failed or was denied: its class, HTTP status and time.
+    ToolAnswered { id: CallId, name: String, class: ToolClass, status: Option<u16>, ms: u64 },
+    /// The step of a tool call just answered (its time is the last `ToolAnswered`'s).
+    ToolStep { name: &'a str, arguments: &'a str, status: ToolStatus, observation: &'a str },
+    /// A tool call is over: what the model is told (`error`: how the call failed).
+    ToolEnded { id: CallId, name: &'a str, index: Option<usize>, error: Option<&'a str>, io: (&'a str, &'a str) },
+    /// A token exchange for an API went out.
+    ExchangeSent(CallId),
+    /// The token service granted `token` for API `api`: masked from here on.
+    Exchanged { api: usize, token: &'a str },
+    /// What else became of API `api`'s token: `cached`, `failed`, `refused`, `dropped`.
+    Exchange(usize, &'static str),
     /// The request is done (its open spans end); `ended_at`: it ended with the event at this time.
     Done { ended_at: Option<u64> },
 }
@@ -124,6 +146,43 @@ impl Record {
                 }
             }
             Seen::Failed(status, code) => report.failed(status, code),
+            Seen::Malformed => report.malformed += 1,
+            Seen::ToolRefused { name, known, observation } => {
+                steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
+                // The model's names never become span or metric names.
+                let name = if known { name } else { UNKNOWN_TOOL };
+                spans.tool_refused(name, ToolClass::Refused.as_str(), "", observation);
+                let name = name.to_string();
+                report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
+            }
+            Seen::ToolsFound { query, observation } => {
+                let args = serde_json::json!({ "query": query }).to_string();
+                steps.tool(FIND_TOOLS, &args, ToolStatus::Ended(ToolClass::Ok2xx), observation, 0);
+            }
+            Seen::ToolSent { id, name, index } => spans.tool(id, name, index),
+            Seen::ToolAnswered { id, name, class, status, ms } => {
+                if let Some(status) = status {
+                    spans.tool_tag(id, "http.response.status_code", status);
+                }
+                report.tools.push(ToolRecord { name, class, status, ms });
+            }
+            Seen::ToolStep { name, arguments, status, observation } => {
+                if steps.is_on() {
+                    let ms = report.tools.last().map_or(0, |t| t.ms);
+                    steps.tool(name, arguments, status, observation, ms);
+                }
+            }
+            Seen::ToolEnded { id, name, index, error, io } => {
+                if spans.is_on() {
+                    spans.tool_end(id, name, index, error, io);
+                }
+            }
+            Seen::ExchangeSent(id) => spans.run_call(id),
+            Seen::Exchanged { api, token } => {
+                report.exchanges.push((api, "exchanged"));
+                spans.mask(token);
+            }
+            Seen::Exchange(api, outcome) => report.exchanges.push((api, outcome)),
             Seen::Done { ended_at } => {
                 if let Some(now_ms) = ended_at {
                     report.ended(now_ms);
