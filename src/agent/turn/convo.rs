@@ -178,8 +178,7 @@ impl Convo {
     /// Every later turn is asked for as a stream (live streaming), with its usage.
     pub fn stream_turns(&mut self) {
         self.base.insert("stream".into(), Value::Bool(true));
-        let options = Map::from_iter([("include_usage".to_string(), Value::Bool(true))]);
-        self.base.insert("stream_options".into(), Value::Object(options));
+        self.base.insert("stream_options".into(), serde_json::json!({"include_usage": true}));
     }
 
     /// The first request as a callout (`loop: request`): the same body as the forwarded one, but with

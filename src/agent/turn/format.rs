@@ -51,36 +51,11 @@ impl Target {
         cfg.json_resp.as_ref().map(|j| Target {
             schema: j.schema.clone(),
             response_format: j.use_response_format.then(|| match j.json_object {
-                true => ResponseFormat::JsonObject.value(),
-                false => ResponseFormat::JsonSchema {
-                    json_schema: NamedSchema { name: "answer", schema: j.schema.root(), strict: false },
-                }
-                .value(),
+                true => json!({"type": "json_object"}),
+                false => json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": j.schema.root(), "strict": false}}),
             }),
             max_retry: j.max_retry,
         })
-    }
-}
-
-/// `response_format` as the agent writes it (a client's own is sent as it came).
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum ResponseFormat<'a> {
-    JsonObject,
-    JsonSchema { json_schema: NamedSchema<'a> },
-}
-
-#[derive(Serialize)]
-struct NamedSchema<'a> {
-    name: &'static str,
-    schema: &'a Value,
-    strict: bool,
-}
-
-impl ResponseFormat<'_> {
-    fn value(&self) -> Value {
-        // Names and a JSON value: serialising them cannot fail.
-        serde_json::to_value(self).unwrap_or_default()
     }
 }
 
@@ -179,7 +154,7 @@ impl Format {
     fn weaker_response_format(&mut self) -> Option<&'static str> {
         let kind = self.target.response_format.as_ref()?.get("type").and_then(Value::as_str).unwrap_or("");
         if kind == "json_schema" {
-            self.target.response_format = Some(ResponseFormat::JsonObject.value());
+            self.target.response_format = Some(json!({"type": "json_object"}));
             Some("json_object")
         } else {
             self.target.response_format = None;
