@@ -5,7 +5,10 @@
 //!   src/ (config, doc, openapi, …), and between the files and subfolders of each folder (agent/convo,
 //!   agent/native, …), each circle with the import line of every step;
 //! - `imports_follow_the_rules`: an import of a top-level module that `ONLY_IMPORTED_BY` keeps from the
-//!   importer.
+//!   importer;
+//! - `layers_point_down`, `agent_rooms_point_down`: an import that goes up or sideways in `LAYERS` (the
+//!   top-level modules) or `AGENT_ROOMS` (the rooms of src/agent/ and the files beside them), or a
+//!   module neither names.
 //!
 //! A module imports another where its code names it: `use crate::…`, `use super::…`, `use self::…`,
 //! `use child::…`, and the same paths written in code (`crate::tz::Zone::parse(…)`). Comments, doc
@@ -65,6 +68,29 @@ const LAYERS: &[&[&str]] = &[
     &["filter", "dm", "cli"],
 ];
 
+/// The rooms of src/agent/ and the files beside them, lowest first: each may import only those of
+/// lower layers (and its own files), so a reader follows one request down, room by room, and the
+/// rooms never import in a circle. docs/architecture.md draws the same table; a child of src/agent/
+/// missing here fails.
+const AGENT_ROOMS: &[&[&str]] = &[
+    // What every room shares: the seam (errors, bodies, the protocol of events and commands), the MCP
+    // sessions the instance keeps, and the callouts' backoff and ids.
+    &["error", "body", "mcp"],
+    &["protocol"],
+    &["retry"],
+    &["calls"],
+    // What the request did (report, steps, spans), for those who watch it.
+    &["record"],
+    // A turn's tool calls.
+    &["tools"],
+    // An LLM turn, in ReAct or native mode, and JSON mode's formatting call.
+    &["turn"],
+    // The client's answer, in the format of its API.
+    &["answer"],
+    // The loop: the only place the state changes.
+    &["machine"],
+];
+
 /// A module: its path below the crate (`["agent", "convo"]`; the crate root is `[]`).
 type Module = Vec<String>;
 
@@ -105,38 +131,71 @@ fn imports_follow_the_rules() {
 
 #[test]
 fn layers_point_down() {
-    let findings = against_the_layers(&imports(&sources()), &top_level_modules());
+    let findings = against_the_layers(&imports(&sources()), &modules_in(&[]), &TOP);
     assert!(findings.is_empty(), "imports against the layers:\n{}", findings.join("\n"));
 }
 
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|layer| layer.contains(&module))
+#[test]
+fn agent_rooms_point_down() {
+    let findings = against_the_layers(&imports(&sources()), &modules_in(&["agent"]), &ROOMS);
+    assert!(findings.is_empty(), "imports against the agent's rooms:\n{}", findings.join("\n"));
 }
 
-/// The top-level modules of src/ (files and folders, not the crate root or src/bin/).
-fn top_level_modules() -> Vec<String> {
-    let mut names: Vec<String> =
-        sources().iter().filter(|s| !s.exempt).filter_map(|s| s.module.first().cloned()).collect();
+/// A layer table and the folder whose children it orders (`[]`: the top-level modules of src/).
+struct Table {
+    name: &'static str,
+    layers: &'static [&'static [&'static str]],
+    folder: &'static [&'static str],
+}
+
+const TOP: Table = Table { name: "LAYERS", layers: LAYERS, folder: &[] };
+const ROOMS: Table = Table { name: "AGENT_ROOMS", layers: AGENT_ROOMS, folder: &["agent"] };
+
+impl Table {
+    fn layer_of(&self, module: &str) -> Option<usize> {
+        self.layers.iter().position(|layer| layer.contains(&module))
+    }
+
+    /// The child of the folder that `module` is in (`agent/turn/convo` → `turn` for agent/).
+    fn child<'m>(&self, module: &'m [String]) -> Option<&'m String> {
+        let inside = module.len() > self.folder.len() && self.folder.iter().zip(module).all(|(f, m)| f == m);
+        inside.then(|| &module[self.folder.len()])
+    }
+
+    fn path(&self, child: &str) -> String {
+        self.folder.iter().map(|f| format!("{f}/")).collect::<String>() + child
+    }
+}
+
+/// The children of a folder of src/ that are part of the graph (files and folders; for `[]`, the
+/// top-level modules, not the crate root or src/bin/).
+fn modules_in(folder: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = sources()
+        .iter()
+        .filter(|s| !s.exempt && s.module.len() > folder.len())
+        .filter(|s| folder.iter().zip(&s.module).all(|(f, m)| f == m))
+        .map(|s| s.module[folder.len()].clone())
+        .collect();
     names.sort();
     names.dedup();
     names
 }
 
-/// Imports that go to the same or a higher layer, and modules no layer names.
-fn against_the_layers(imports: &[Import], modules: &[String]) -> Vec<String> {
+/// Imports that go to the same or a higher layer of `table`, and children no layer names.
+fn against_the_layers(imports: &[Import], modules: &[String], table: &Table) -> Vec<String> {
     let mut findings: Vec<String> = modules
         .iter()
-        .filter(|m| layer_of(m).is_none())
-        .map(|m| format!("src/{m}: in no layer of LAYERS (tests/structure.rs)"))
+        .filter(|m| table.layer_of(m).is_none())
+        .map(|m| format!("src/{}: in no layer of {} (tests/structure.rs)", table.path(m), table.name))
         .collect();
     for i in imports {
-        let (Some(from), Some(to)) = (i.from.first(), i.to.first()) else {
+        let (Some(from), Some(to)) = (table.child(&i.from), table.child(&i.to)) else {
             continue;
         };
         if from == to {
             continue;
         }
-        if let (Some(a), Some(b)) = (layer_of(from), layer_of(to)) {
+        if let (Some(a), Some(b)) = (table.layer_of(from), table.layer_of(to)) {
             if b >= a {
                 findings
                     .push(format!("{}: `{}`: `{from}` (layer {a}) may not import `{to}` (layer {b})", i.at, i.path));
@@ -155,11 +214,30 @@ fn the_layers_name_each_upward_import() {
     ];
     let modules = ["agent".to_string(), "config".to_string(), "newcomer".to_string()];
     assert_eq!(
-        against_the_layers(&imports, &modules),
+        against_the_layers(&imports, &modules, &TOP),
         [
             "src/newcomer: in no layer of LAYERS (tests/structure.rs)",
             "src/config/rules.rs:1: `crate::agent`: `config` (layer 4) may not import `agent` (layer 5)",
             "src/filter.rs:1: `crate::dm`: `filter` (layer 7) may not import `dm` (layer 7)",
+        ]
+    );
+}
+
+#[test]
+fn the_rooms_name_each_upward_import() {
+    let imports = [
+        import(&["agent", "turn", "convo"], &["agent", "tools", "work"]),
+        import(&["agent", "tools", "tool_phase"], &["agent", "turn", "convo"]),
+        import(&["agent", "record", "spans"], &["agent", "record", "report"]),
+        import(&["agent", "machine"], &["config"]),
+        import(&["host", "run"], &["agent", "turn"]),
+    ];
+    let modules = ["tools".to_string(), "turn".to_string(), "attic".to_string()];
+    assert_eq!(
+        against_the_layers(&imports, &modules, &ROOMS),
+        [
+            "src/agent/attic: in no layer of AGENT_ROOMS (tests/structure.rs)",
+            "src/agent/tools/tool_phase.rs:1: `crate::agent::turn::convo`: `tools` (layer 5) may not import `turn` (layer 6)",
         ]
     );
 }

@@ -2,26 +2,24 @@
 //! between them. The other files say what a reply or a call means (`llm`, `tool_phase`, `format`,
 //! `approval`, `finish`); this one alone changes the state.
 
-use super::approval;
-use super::batch::Batch;
 use super::calls::{self, Calls};
-use super::convo::{Convo, Next};
 use super::error::{AgentError, ErrorCode};
-use super::finish::Response;
-use super::format::{Format, Target};
-use super::identity::Identity;
-use super::learn::Learning;
-use super::llm;
 use super::mcp::Sessions;
-use super::protocol::{CallId, Command, Event, Failure, RequestMeta};
-use super::report::{Outcome, Report};
+use super::protocol::{CallId, Command, Event, RequestMeta};
 use super::retry::{self, Retry};
-use super::rules;
-use super::spans::{self, Spans};
-use super::steps::{self, Steps};
-use super::tool_phase::ToolPhase;
-use super::wire;
-use super::work::Work;
+use crate::agent::answer::finish::Response;
+use crate::agent::answer::wire;
+use crate::agent::record::{Record, Seen};
+use crate::agent::tools::approval;
+use crate::agent::tools::batch::Batch;
+use crate::agent::tools::identity::Identity;
+use crate::agent::tools::tool_phase::ToolPhase;
+use crate::agent::tools::work::Work;
+use crate::agent::turn::convo::{Convo, Next};
+use crate::agent::turn::format::{Format, Target};
+use crate::agent::turn::learn::Learning;
+use crate::agent::turn::llm;
+use crate::agent::turn::rules;
 use crate::config::{Config, LoopPhase};
 use crate::doc::truncate;
 use crate::openai::answer::FinishReason;
@@ -29,8 +27,15 @@ use crate::openai::{ChatRequest, Usage};
 use serde_json::Value;
 use std::rc::Rc;
 
+/// Calls the client approved, run before the first turn, and calls it is asked to approve.
+mod approved;
+/// A failed LLM call, sent again after its backoff, or the end.
+mod failed;
 /// JSON mode's formatting call, as transitions of this machine.
 mod json_mode;
+
+use approved::ApprovedRequest;
+use failed::llm_call_of;
 
 /// What the agent waits for next.
 #[derive(Debug)]
@@ -48,15 +53,6 @@ pub enum State {
     Done,
 }
 
-/// The client's request while the calls it approved run.
-#[derive(Debug)]
-pub struct ApprovedRequest {
-    req: ChatRequest,
-    json: Option<Target>,
-    /// The `tool` messages that get the results, in call order.
-    messages: Vec<usize>,
-}
-
 /// The loop: what it keeps across states, and the transitions between them (the only code that
 /// changes the state).
 pub struct Machine {
@@ -64,8 +60,8 @@ pub struct Machine {
     pub(super) meta: RequestMeta,
     pub(super) response: Response,
     calls: Calls,
-    pub(super) report: Report,
-    steps: Steps,
+    /// What the request did (report, steps, spans), from what the transitions say (`Seen`).
+    pub(super) record: Record,
     /// MCP sessions, from the instance's memory and told back (`learning`).
     mcp_sessions: Sessions,
     /// The client's identity on its tools' calls, and the tokens exchanged for it.
@@ -79,8 +75,6 @@ pub struct Machine {
     budget_spent: bool,
     /// A reply without readable usage was estimated, and the warning is logged (once a request).
     usage_warned: bool,
-    /// The run's spans, where the host makes them (`Agent::trace`).
-    pub(super) spans: Spans,
     pub(super) state: State,
 }
 
@@ -89,9 +83,6 @@ type Step = (State, Vec<Command>);
 impl Machine {
     pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Machine {
         let calls = Calls::new(meta.seed, meta.now_ms, cfg.llm.max_request_time_ms);
-        let report = Report::new(cfg.mode, meta.now_ms);
-        let want_steps = meta.steps || cfg.return_steps;
-        let steps = Steps::new(want_steps, if want_steps { cfg.secrets().to_vec() } else { Vec::new() });
         let mut identity = Identity::new(meta.client_headers.clone());
         for (api, token) in &meta.memory.tokens {
             identity.seed(*api, token.clone());
@@ -99,20 +90,19 @@ impl Machine {
         let template_opens = cfg.template_opens;
         let learning = Learning::new(&meta.memory);
         let mcp_sessions = meta.memory.mcp.clone();
+        let record = Record::new(&cfg, &meta);
         Machine {
             response: Response::new(&cfg, &meta),
             cfg,
             meta,
             calls,
-            report,
-            steps,
+            record,
             mcp_sessions,
             identity,
             learning,
             template_opens,
             budget_spent: false,
             usage_warned: false,
-            spans: Spans::default(),
             state: State::AwaitRequest,
         }
     }
@@ -132,11 +122,8 @@ impl Machine {
             commands.insert(0, send);
         }
         if matches!(state, State::Done) {
-            if !was_done {
-                // The request ends with this event: its time is the report's end.
-                self.report.ended(now_ms);
-            }
-            self.spans.end_run(&self.report);
+            // Ended with this event: its time is the report's end.
+            self.record.note(Seen::Done { ended_at: (!was_done).then_some(now_ms) });
         }
         self.state = state;
         if let Some(at) = self.wake_at() {
@@ -205,7 +192,7 @@ impl Machine {
     }
 
     fn start(&mut self, body: &[u8], now_ms: u64) -> Step {
-        self.spans.start(&self.cfg.tracing.agent_name);
+        self.record.note(Seen::Started { agent: &self.cfg.tracing.agent_name });
         let (mut req, front) = match wire::read_request(self.meta.api, body) {
             Ok(parsed) => parsed,
             Err(e) => return self.fail(e),
@@ -226,25 +213,7 @@ impl Machine {
             let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.response.is_live();
             return self.begin(req, json, first_by_callout, now_ms);
         }
-        // Approved calls run first, by callout; the turns then run as in `loop: request`.
-        let messages: Vec<usize> = approved.iter().map(|a| a.message).collect();
-        let work = approval::work(&self.cfg, &approved);
-        self.tools().count(&work);
-        let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
-        self.on_approved_done(Box::new(ApprovedRequest { req, json, messages }), batch, now_ms)
-    }
-
-    /// Sends what the approved calls may start now; once all are answered, their results replace the
-    /// approvals in the conversation and the first LLM turn goes out.
-    fn on_approved_done(&mut self, mut a: Box<ApprovedRequest>, mut b: Box<Batch>, now_ms: u64) -> Step {
-        let commands = self.tools().dispatch(&mut b, now_ms);
-        if !b.is_complete() {
-            return (State::AwaitApproved(a, b), commands);
-        }
-        for (i, observation) in a.messages.into_iter().zip(b.into_observations()) {
-            approval::set_content(&mut a.req, i, &observation);
-        }
-        self.begin(a.req, a.json, true, now_ms)
+        self.run_approved(req, json, &approved, now_ms)
     }
 
     /// The conversation and its first LLM turn: forwarded through the route, or by callout.
@@ -280,7 +249,7 @@ impl Machine {
             return self.ask(c, body, now_ms);
         }
         c.sent = body.len();
-        self.spans.chat(c.client_model());
+        self.record.note(Seen::TurnSent { model: c.client_model(), call: None });
         (State::AwaitFirstLlm(c), vec![Command::Forward { body }])
     }
 
@@ -289,8 +258,7 @@ impl Machine {
         c.sent = body.len();
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         r.call.headers.extend_from_slice(&self.meta.trace);
-        self.spans.chat(c.requested_model(&self.cfg));
-        self.spans.chat_call(r.call.id);
+        self.record.note(Seen::TurnSent { model: c.requested_model(&self.cfg), call: Some(r.call.id) });
         if self.response.is_live() {
             r.call.stream = true;
             self.response.start_turn(r.call.id);
@@ -334,7 +302,7 @@ impl Machine {
             return false;
         }
         log::info!("#{} the LLM refused '{param}': the turn goes again without it", self.meta.id);
-        self.spans.chat_tag("api_agent.stepped_down", param);
+        self.record.note(Seen::SteppedDown(param));
         self.learning.refusal(c.requested_model(&self.cfg), param);
         true
     }
@@ -351,11 +319,10 @@ impl Machine {
             return self.ask_again(c, now_ms);
         }
         c.replies += 1;
-        self.report.llm_turns += 1;
-        self.spans.chat_tag("http.response.status_code", status);
+        self.record.note(Seen::Replied(status));
         if c.replies == 1 && !(200..300).contains(&status) {
             // The provider's own answer to the client's request: its status and error, as sent.
-            self.report.failed(status, ErrorCode::UpstreamError);
+            self.record.note(Seen::Failed(status, ErrorCode::UpstreamError));
             log::warn!("#{} the LLM answered the first turn HTTP {status}: {}", self.meta.id, calls::excerpt(body));
             return (State::Done, vec![Command::Reply(self.response.upstream_error(status, body))]);
         }
@@ -365,7 +332,7 @@ impl Machine {
         let before = c.usage;
         let next = llm::read(&mut c, &self.cfg, body);
         self.llm_read(&c, before, ms);
-        rules::record(&mut c, &mut self.report, &mut self.steps, &mut self.spans);
+        self.record.note(Seen::Decided(rules::decided(&mut c)));
         let next = match (next, self.cfg.llm.max_total_tokens) {
             (Ok(Next::Tools(_) | Next::ClientTools(_)), Some(budget)) if c.usage.total_tokens >= budget => {
                 log::info!("#{} the token budget ({budget}) is spent: the loop ends", self.meta.id);
@@ -375,8 +342,7 @@ impl Machine {
             (next, _) => next,
         };
         if let Ok(next) = &next {
-            self.spans.chat_tag("gen_ai.response.finish_reasons", spans::finish_reason(next));
-            self.spans.chat_end();
+            self.record.note(Seen::TurnEnded(Some(next.finish_reason())));
         }
         match next {
             Ok(Next::Answer { content, finish_reason }) => match c.json.take() {
@@ -401,7 +367,7 @@ impl Machine {
                     return self.fail(e);
                 }
                 let batch = Box::new(Batch::new(work, self.cfg.llm.max_parallel_tool_calls));
-                self.spans.turn_calls(&c.call_ids);
+                self.record.note(Seen::Calls(&c.call_ids));
                 let open = self.response.open_for_tools(&c.model, now_ms).map(Command::Open);
                 let (state, commands) = self.on_tool_done(c, batch, now_ms);
                 (state, open.into_iter().chain(commands).collect())
@@ -427,68 +393,21 @@ impl Machine {
         self.ask(c, body, now_ms)
     }
 
-    /// The turn's calls of `policy.confirm` tools go back to the client; the turn's other calls are not
-    /// run (the model asks again once the client answers).
-    fn ask_approval(&mut self, c: &Convo, work: &[Work]) -> Step {
-        let calls = approval::calls_for_client(work, &c.call_ids, &self.meta.id, c.iterations);
-        log::info!("#{} {} call(s) returned to the client for approval", self.meta.id, calls.len());
-        // Strings only: serialising them cannot fail.
-        let calls = serde_json::to_value(calls).unwrap_or_default();
-        self.finish(c, "", FinishReason::ToolCalls, Some(&calls))
-    }
-
-    /// A failed LLM call: sent again after a backoff while retries and time are left, else the end.
-    fn on_llm_failed(&mut self, mut state: State, id: CallId, failure: &Failure, now_ms: u64) -> Step {
-        let (failure, _) = self.calls.failed(id, failure, now_ms);
-        log::warn!("#{} LLM call {} {failure}", self.meta.id, id.0);
-        // A turn whose text the client already has cannot be asked again.
-        let (relayed, _) = self.response.end_turn(id);
-        let wait = retry::failure_wait(&failure).filter(|_| !relayed);
-        let retried = match &mut state {
-            State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => self.retry_llm(r, wait, now_ms),
-            _ => false,
-        };
-        if retried {
-            return (state, Vec::new());
-        }
-        let (status, code) =
-            if failure == Failure::Timeout { (504, ErrorCode::LlmTimeout) } else { (502, ErrorCode::LlmUnavailable) };
-        self.fail(AgentError::new(status, code, format!("the LLM call {failure}")))
-    }
-
     /// Schedules the LLM call `r` to be sent again, if `wait` says it may be retried and a retry is
     /// left that ends before the deadline.
     fn retry_llm(&mut self, r: &mut Retry, wait: Option<retry::Wait>, now_ms: u64) -> bool {
         let retried = llm::retry(&self.cfg, &mut self.calls, r, wait, now_ms, &self.meta.id);
-        self.report.llm_retries += u32::from(retried);
         if retried {
-            self.spans.chat_retried();
+            self.record.note(Seen::Retried);
         }
         retried
-    }
-
-    /// The backoff of the LLM call is over: the same request goes out again under a new id. An early
-    /// wake-up leaves the retry waiting (it is asked for again by `WakeAt`).
-    fn resend_llm(&mut self, mut state: State, now_ms: u64) -> Step {
-        let call = match &mut state {
-            State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => llm::resend(&self.cfg, &mut self.calls, r, now_ms),
-            _ => None,
-        };
-        let Some(call) = call else {
-            return (state, Vec::new());
-        };
-        if call.stream {
-            self.response.start_turn(call.id);
-        }
-        self.spans.chat_call(call.id);
-        (state, vec![Command::Dispatch(call)])
     }
 
     /// Times an answered LLM callout; a failing one gets a warning with an excerpt of its body.
     fn llm_answered(&mut self, id: CallId, status: u16, body: &[u8], now_ms: u64) -> Option<u64> {
         let ms = self.calls.answered(id, now_ms);
         if let Some(ms) = ms {
-            self.report.llm_ms.push(ms);
+            self.record.note(Seen::Timed(ms));
         }
         if !(200..300).contains(&status) {
             log::warn!("#{} LLM call {} answered HTTP {status}: {}", self.meta.id, id.0, calls::excerpt(body));
@@ -498,16 +417,12 @@ impl Machine {
 
     /// Records an LLM reply just read: the tokens so far, and its step.
     fn llm_read(&mut self, c: &Convo, before: Usage, ms: Option<u64>) {
-        self.report.tokens = c.usage;
         if c.usage_estimated && !std::mem::replace(&mut self.usage_warned, true) {
             let id = &self.meta.id;
             log::warn!("#{id} an LLM reply has no readable usage: its tokens are estimated from the bytes (ceil(bytes / 4) each way)");
         }
-        self.report.model.clone_from(&c.model);
-        let limit = self.cfg.llm.max_observation_bytes;
-        let turn = steps::delta(c.usage, before);
-        self.steps.llm(ms, turn, c.reasoning.as_deref(), limit);
-        self.spans.chat_read(&c.model, turn);
+        let reasoning = c.reasoning.as_deref();
+        self.record.note(Seen::Read { total: c.usage, before, model: &c.model, reasoning, ms });
     }
 
     /// The tool phase's view of the agent, for one event.
@@ -519,19 +434,14 @@ impl Machine {
             calls: &mut self.calls,
             sessions: &mut self.mcp_sessions,
             identity: &mut self.identity,
-            report: &mut self.report,
-            steps: &mut self.steps,
-            spans: &mut self.spans,
+            record: &mut self.record,
         }
     }
 
     fn finish(&mut self, c: &Convo, content: &str, reason: FinishReason, tool_calls: Option<&Value>) -> Step {
-        match self.response.answer(c, content, reason, tool_calls, self.steps.value()) {
+        match self.response.answer(c, content, reason, tool_calls, self.record.steps.value()) {
             Ok(reply) => {
-                self.report.answered(reason == FinishReason::Length);
-                if self.budget_spent {
-                    self.report.outcome = Outcome::Budget;
-                }
+                self.record.note(Seen::Answered { length: reason == FinishReason::Length, budget: self.budget_spent });
                 (State::Done, vec![Command::Reply(reply)])
             }
             Err(e) => self.fail(e),
@@ -541,15 +451,7 @@ impl Machine {
     fn fail(&mut self, e: AgentError) -> Step {
         // The message can quote upstream bodies: debug only (the request's info line has the code).
         log::debug!("#{} request failed ({}): {}", self.meta.id, e.status, truncate(&e.message, 300));
-        self.report.failed(e.status, e.code);
+        self.record.note(Seen::Failed(e.status, e.code));
         (State::Done, vec![Command::Reply(self.response.error(&e))])
-    }
-}
-
-/// The LLM call a state waits for.
-fn llm_call_of(state: &State) -> Option<CallId> {
-    match state {
-        State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => Some(r.call.id),
-        _ => None,
     }
 }

@@ -2,53 +2,36 @@
 //! replies, failed calls) and returns commands (forward, dispatch, reply). It never reads a clock or a
 //! random source: ids and times come in. Each request has its own `Agent`; nothing is shared.
 //!
-//! `machine` is the loop and the only place its state changes; the other files return what an event
-//! means: `llm` (an LLM turn, in `react` or `native` mode, over a `convo`), `tool_phase` (a turn's
-//! `batch` of `work`, with `mcp` sessions), `format` (JSON mode), `approval`, `finish` (the client's
-//! response, in the format `wire` chose from the request's API), with `calls`, `retry`, `report`,
-//! `steps` and `live` beside them.
+//! `machine` is the loop and the only place its state changes; the rooms return what an event means,
+//! lowest first: `record` (report, steps, spans: what the request did, for those who watch it),
+//! `tools` (a turn's calls), `turn` (an LLM turn, in `react` or `native` mode, over a `convo`) and
+//! `answer` (the client's response, in the format its API asks for). Beside them, what every room
+//! shares: the seam (`protocol`, `body`, `error`), the callouts' ids and backoff (`calls`, `retry`)
+//! and the MCP sessions (`mcp`). A room imports only rooms below it (tests/structure.rs).
 
-mod approval;
-mod batch;
+mod answer;
 mod body;
 mod calls;
-mod convo;
 mod error;
-mod finish;
-mod format;
-mod guard;
-mod identity;
-mod learn;
-mod live;
-mod llm;
 mod machine;
 mod mcp;
-mod native;
-mod offer;
-mod offered;
 mod protocol;
-mod react;
-mod report;
+mod record;
 mod retry;
-mod rule_view;
-mod rules;
-pub mod spans;
-mod steps;
-pub mod summary;
-mod tool_phase;
-mod wire;
-mod work;
+mod tools;
+mod turn;
 
 pub use error::{AgentError, ErrorCode};
 pub use protocol::{
     Api, Call, CallId, ClientHeaders, Command, Event, Exchanged, Failure, Lesson, Memory, ModelFacts, Reply,
     RequestMeta,
 };
-pub use report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
+pub use record::report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
 
 use crate::config::Config;
 use machine::{Machine, State};
 pub use mcp::{Peer as McpPeer, Sessions as McpSessions};
+pub use record::{spans, summary};
 use std::rc::Rc;
 
 /// One request's agent: what hosts see of the loop (`machine`).
@@ -72,22 +55,22 @@ impl Agent {
             crate::config::sort_secrets(&mut secrets);
             (cfg.llm.max_observation_bytes, secrets)
         });
-        self.machine.spans = spans::Spans::new(true, content);
+        self.machine.record.spans = spans::Spans::new(true, content);
         for (_, token) in &self.machine.meta.memory.tokens {
             // Tokens kept for the client: masked in content as those it exchanges are.
-            self.machine.spans.mask(token);
+            self.machine.record.spans.mask(token);
         }
     }
 
     /// The agent's one poll (`protocol`): what the host should do with its spans since the last
     /// call, in order; before it runs the commands of the same event.
     pub fn poll_spans(&mut self) -> Vec<spans::SpanNote> {
-        self.machine.spans.take()
+        self.machine.record.spans.take()
     }
 
     /// What the request did so far (complete once `is_done`).
     pub fn report(&self) -> &Report {
-        &self.machine.report
+        &self.machine.record.report
     }
 
     pub fn id(&self) -> &str {
@@ -116,11 +99,11 @@ impl Agent {
     /// open end, as cancelled if the agent had not answered.
     fn closed(&mut self, host_status: Option<u16>, now_ms: u64) {
         if let Some(status) = host_status {
-            if self.machine.report.host_answered(status, self.is_done(), now_ms) {
+            if self.machine.record.report.host_answered(status, self.is_done(), now_ms) {
                 log::info!("#{} the client got HTTP {status} from Envoy itself", self.machine.meta.id);
             }
         }
-        self.machine.spans.end_run(&self.machine.report);
+        self.machine.record.spans.end_run(&self.machine.record.report);
     }
 
     pub fn is_done(&self) -> bool {

@@ -3,11 +3,12 @@
 //! `machine` so that it changes the state as the other transitions do.
 
 use super::{Machine, State, Step};
-use crate::agent::convo::Convo;
-use crate::agent::format::{self, Format};
-use crate::agent::llm;
 use crate::agent::protocol::Command;
+use crate::agent::record::Seen;
 use crate::agent::retry::{self, Retry};
+use crate::agent::turn::convo::Convo;
+use crate::agent::turn::format::{self, Format};
+use crate::agent::turn::llm;
 use crate::openai::answer::FinishReason;
 
 impl Machine {
@@ -25,10 +26,9 @@ impl Machine {
         if self.retry_llm(&mut r, wait, now_ms) {
             return (State::AwaitFormat(r, c, f, reason), Vec::new());
         }
-        self.report.llm_turns += 1;
-        self.spans.chat_tag("http.response.status_code", status);
+        self.record.note(Seen::Replied(status));
         if let Some(weaker) = f.refused(status) {
-            self.spans.chat_end();
+            self.record.note(Seen::TurnEnded(None));
             log::info!(
                 "#{} the formatting call was refused (HTTP {status}); trying response_format {weaker}",
                 self.meta.id
@@ -44,11 +44,11 @@ impl Machine {
         let model = c.requested_model(&self.cfg).to_string();
         let outcome = c.counted(body, budget).and_then(|reply| f.on_reply(&self.cfg, &model, reply));
         self.llm_read(&c, before, ms);
-        self.spans.chat_end();
+        self.record.note(Seen::TurnEnded(None));
         match outcome {
             Ok(format::Outcome::Json(text)) => self.finish(&c, &text, reason, None),
             Ok(format::Outcome::Retry(body)) => {
-                self.report.json_retries += 1;
+                self.record.note(Seen::JsonRetried);
                 if let Some(e) = self.calls.deadline_error(now_ms) {
                     return self.fail(e);
                 }
@@ -70,8 +70,7 @@ impl Machine {
         c.sent = body.len();
         let mut r = llm::call(&self.cfg, &mut self.calls, body, now_ms);
         r.call.headers.extend_from_slice(&self.meta.trace);
-        self.spans.chat(c.requested_model(&self.cfg));
-        self.spans.chat_call(r.call.id);
+        self.record.note(Seen::TurnSent { model: c.requested_model(&self.cfg), call: Some(r.call.id) });
         let call = r.call.clone();
         (State::AwaitFormat(r, c, f, reason), vec![Command::Dispatch(call)])
     }

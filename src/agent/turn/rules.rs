@@ -4,14 +4,11 @@
 //! Tools the rules refuse whatever the arguments are not offered at all.
 
 use super::convo::Convo;
-use super::guard::Flow;
 use super::offered::{escaped, Offered};
-use super::protocol::RequestMeta;
-use super::report::Report;
-use super::rule_view::{headers_view, sensitive, tool_view, CallRules};
-use super::spans::Spans;
-use super::steps::Steps;
-use super::work::Work;
+use crate::agent::protocol::RequestMeta;
+use crate::agent::tools::guard::Flow;
+use crate::agent::tools::rule_view::{headers_view, sensitive, tool_view, CallRules};
+use crate::agent::tools::work::Work;
 use crate::config::{native_tool, Config, Mode};
 use crate::openai::ChatRequest;
 use crate::policy::{self, Decision};
@@ -132,17 +129,9 @@ pub fn check(c: &mut Convo, cfg: &Config, work: Work) -> Work {
 /// The guard's name where rules' names go (steps, metrics, spans).
 const GUARD: &str = "_guard_";
 
-/// The turn's decisions go to the report (metrics), the steps and the turn's span.
-pub fn record(c: &mut Convo, report: &mut Report, steps: &mut Steps, spans: &mut Spans) {
-    let Some(r) = c.rules.as_deref_mut().filter(|r| !r.decided.is_empty()) else {
-        return;
-    };
-    for (tool, rule, decision) in r.decided.drain(..) {
-        spans.chat_tag("api_agent.policy.rule", &rule);
-        spans.chat_tag("api_agent.policy.decision", decision);
-        steps.policy(&tool, &rule, decision);
-        report.policy.push((rule, decision));
-    }
+/// The turn's decisions, taken from the conversation for the record (report, steps, spans).
+pub fn decided(c: &mut Convo) -> Vec<(String, String, &'static str)> {
+    c.rules.as_deref_mut().map(|r| std::mem::take(&mut r.decided)).unwrap_or_default()
 }
 
 fn refused(name: &str, reason: &str, why: String) -> Work {

@@ -2,12 +2,12 @@
 //! so far, usage and limits. `react.rs` and `native.rs` say what a reply means in each mode, and
 //! `llm.rs` which of them reads a turn.
 
-use super::error::{AgentError, ErrorCode};
 use super::format::Target;
 use super::offered::Offered;
-use super::protocol::RequestMeta;
-use super::rule_view::CallRules;
-use super::work::Work;
+use crate::agent::error::{AgentError, ErrorCode};
+use crate::agent::protocol::RequestMeta;
+use crate::agent::tools::rule_view::CallRules;
+use crate::agent::tools::work::Work;
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::answer::FinishReason;
@@ -68,6 +68,16 @@ pub enum Next {
     Tools(Vec<Work>),
     /// Native mode: the model called the client's own tools; this assistant message goes back to it.
     ClientTools(Value),
+}
+
+impl Next {
+    /// The turn's finish reason, as its span says it.
+    pub fn finish_reason(&self) -> &'static str {
+        match self {
+            Next::Answer { finish_reason, .. } => finish_reason.as_str(),
+            Next::Tools(_) | Next::ClientTools(_) => "tool_calls",
+        }
+    }
 }
 
 /// Client fields no agent turn forwards: the loop owns streaming and the final format.

@@ -8,9 +8,8 @@
 //! No prompt, answer or tool content is noted unless `tracing.content` is on (tool arguments and
 //! results, cut to `maxObservationBytes`, configured secrets masked); never a credential.
 
-use super::convo::Next;
-use super::protocol::CallId;
 use super::report::{Outcome, Report};
+use crate::agent::protocol::CallId;
 use crate::doc::truncate;
 use crate::openai::Usage;
 use crate::redact::redact;
@@ -317,14 +316,6 @@ impl Spans {
             ("api_agent.tool_calls", r.tools.len().to_string()),
         ];
         self.end(error, tags);
-    }
-}
-
-/// A turn's finish reason, as its span says it.
-pub fn finish_reason(next: &Next) -> &'static str {
-    match next {
-        Next::Answer { finish_reason, .. } => finish_reason.as_str(),
-        Next::Tools(_) | Next::ClientTools(_) => "tool_calls",
     }
 }
 

@@ -3,8 +3,8 @@
 //! is answered, so that it can be sent again after a backoff.
 
 use super::identity::Pending;
-use super::protocol::{CallId, Event};
 use super::work::{ToolCall, Work};
+use crate::agent::protocol::{CallId, Event};
 use crate::vec_map::VecMap;
 use std::collections::VecDeque;
 

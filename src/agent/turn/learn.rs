@@ -3,9 +3,9 @@
 //! to another. What a model's server taught is the model's: the request picks it by the model its
 //! turns ask for (`llm.model`, else the client's).
 
-use super::identity::Identity;
-use super::mcp::Sessions;
-use super::protocol::{Command, Lesson, Memory, ModelFacts};
+use crate::agent::mcp::Sessions;
+use crate::agent::protocol::{Command, Lesson, Memory, ModelFacts};
+use crate::agent::tools::identity::Identity;
 
 #[derive(Debug, Default)]
 pub struct Learning {

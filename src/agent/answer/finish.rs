@@ -1,11 +1,11 @@
 //! How the request ends for the client: its answer as a completion, as SSE chunks, or as the rest of
 //! a live stream; or its error, as a status of its own while nothing was sent, else in the body.
 
-use super::convo::Convo;
-use super::error::{AgentError, ErrorCode};
 use super::live::Live;
-use super::protocol::{CallId, Command, Reply, RequestMeta};
 use super::wire::{Front, Wire};
+use crate::agent::error::{AgentError, ErrorCode};
+use crate::agent::protocol::{CallId, Command, Reply, RequestMeta};
+use crate::agent::turn::convo::Convo;
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::answer::{self, Answer, FinishReason};

@@ -1,8 +1,8 @@
 //! A turn's tool work: what each call the model asked for becomes (a request to send, a refusal, a
 //! call that needs the client's approval), and what its reply tells the model.
 
-use super::mcp::Handshake;
-use super::protocol::{Call, CallId};
+use crate::agent::mcp::Handshake;
+use crate::agent::protocol::{Call, CallId};
 use crate::config::Config;
 use crate::doc::truncate;
 use crate::tools::{self, Tool};

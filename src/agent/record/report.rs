@@ -2,7 +2,7 @@
 //! status class and duration, malformed outputs, JSON-mode retries, tokens and time. The host turns it
 //! into metrics and one log line; it holds no body, prompt or secret.
 
-use super::error::ErrorCode;
+use crate::agent::error::ErrorCode;
 use crate::config::Mode;
 use crate::openai::Usage;
 

@@ -3,8 +3,8 @@
 //! Messages (`message` and its events). `finish.rs`
 //! and `live.rs` write every answer, stream and late error through this, never by asking the API.
 
-use super::error::AgentError;
-use super::protocol::Api;
+use crate::agent::error::AgentError;
+use crate::agent::protocol::Api;
 use crate::anthropic;
 use crate::openai::answer::{self, Answer, ChunkHead};
 use crate::openai::responses::translate;

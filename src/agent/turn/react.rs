@@ -2,9 +2,9 @@
 //! observations come back as user messages.
 
 use super::convo::{Convo, Next};
-use super::error::{AgentError, ErrorCode};
 use super::offer;
-use super::work::Work;
+use crate::agent::error::{AgentError, ErrorCode};
+use crate::agent::tools::work::Work;
 use crate::config::Config;
 use crate::doc::json_string_contents;
 use crate::openai::answer::FinishReason;

@@ -4,8 +4,8 @@
 //! request (or not at all when the host seeded a token it kept). The tokens and the client's headers
 //! are credentials: never logged, never in the steps, never sent to the LLM.
 
-use super::protocol::{Call, CallId, ClientHeaders, Exchanged};
 use super::work::ToolCall;
+use crate::agent::protocol::{Call, CallId, ClientHeaders, Exchanged};
 use crate::config::{Api, TokenExchange};
 use crate::vec_map::VecMap;
 

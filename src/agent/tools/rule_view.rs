@@ -2,7 +2,7 @@
 //! loop: a tool as a rule reads it, and whether an approval the client sent may run its call.
 
 use super::guard::Flow;
-use super::protocol::RequestMeta;
+use crate::agent::protocol::RequestMeta;
 use crate::config::call_policy::Guard;
 use crate::config::Config;
 use crate::policy::{self, Decision};

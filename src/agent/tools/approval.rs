@@ -3,9 +3,9 @@
 //! `tool` message for that call whose content is `{"approved": true}`. Anything else is told to the
 //! model as a refusal.
 
-use super::protocol::RequestMeta;
 use super::rule_view::{approvable, Approvable};
 use super::work::{self, Work};
+use crate::agent::protocol::RequestMeta;
 use crate::config::Config;
 use crate::openai::message::{CallKind, ClientCall, FunctionCall};
 use crate::openai::{ChatRequest, Role};

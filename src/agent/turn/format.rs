@@ -1,7 +1,7 @@
 //! JSON mode: after the loop's final answer, one more LLM call (retried on failure) turns it into JSON
 //! that is valid against the schema: the client's `response_format`, else `jsonResp.jsonSchema`.
 
-use super::error::{AgentError, ErrorCode};
+use crate::agent::error::{AgentError, ErrorCode};
 use crate::config::Config;
 use crate::openai::message::{AgentMessage, OutMessage};
 use crate::openai::{ChatRequest, LlmReply};

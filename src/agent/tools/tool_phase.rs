@@ -1,20 +1,19 @@
 //! A turn's tool phase: its batch's calls go out as the concurrency limit allows (an MCP call through
 //! its session's handshake first), each reply or failure becomes what the model is told or a retry
-//! later, and each call's end is recorded in the report and the steps.
+//! later, and each call's end is recorded (`Seen`) for the report, the steps and the spans.
 
 use super::batch::Batch;
-use super::calls::{excerpt, Calls};
 use super::identity::{self, Gate, Identity};
-use super::mcp::{self, Sessions};
-use super::protocol::{CallId, Command, Event, Failure};
-use super::report::{Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
-use super::retry::{self, Wait};
-use super::spans::Spans;
-use super::steps::{Steps, ToolStatus};
 use super::work::{self, ToolCall, Work};
+use crate::agent::calls::{excerpt, Calls};
+use crate::agent::mcp::{self, Sessions};
+use crate::agent::protocol::{CallId, Command, Event, Failure};
+use crate::agent::record::report::{ToolClass, UNKNOWN_TOOL};
+use crate::agent::record::steps::ToolStatus;
+use crate::agent::record::{Record, Seen};
+use crate::agent::retry::{self, Wait};
 use crate::config::Config;
 use crate::doc::truncate;
-use crate::tools::search::FIND_TOOLS;
 use std::borrow::Cow;
 
 /// A reply: status, headers, body.
@@ -30,9 +29,8 @@ pub struct ToolPhase<'a> {
     pub calls: &'a mut Calls,
     pub sessions: &'a mut Sessions,
     pub identity: &'a mut Identity,
-    pub report: &'a mut Report,
-    pub steps: &'a mut Steps,
-    pub spans: &'a mut Spans,
+    /// Where what the phase did is recorded (`Seen`).
+    pub record: &'a mut Record,
 }
 
 impl ToolPhase<'_> {
@@ -40,18 +38,12 @@ impl ToolPhase<'_> {
     pub fn count(&mut self, work: &[Work]) {
         for w in work {
             match w {
-                Work::Known(_) => self.report.malformed += 1,
+                Work::Known(_) => self.record.note(Seen::Malformed),
                 Work::Refused { name, observation, .. } => {
-                    self.steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
-                    // The model's names never become span or metric names.
-                    let name = if self.cfg.tools.get(name).is_some() { name.clone() } else { UNKNOWN_TOOL.to_string() };
-                    self.spans.tool_refused(&name, ToolClass::Refused.as_str(), "", observation);
-                    self.report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
+                    let known = self.cfg.tools.get(name).is_some();
+                    self.record.note(Seen::ToolRefused { name, known, observation });
                 }
-                Work::Found { query, observation } => {
-                    let args = serde_json::json!({ "query": query }).to_string();
-                    self.steps.tool(FIND_TOOLS, &args, ToolStatus::Ended(ToolClass::Ok2xx), observation, 0);
-                }
+                Work::Found { query, observation } => self.record.note(Seen::ToolsFound { query, observation }),
                 Work::Call { .. } | Work::Confirm { .. } => {}
             }
         }
@@ -69,7 +61,7 @@ impl ToolPhase<'_> {
             match self.identity.gate(&self.cfg.apis, api, b.identity.exchanging(api)) {
                 Gate::Go(headers) => {
                     if self.identity.first_use_of_kept(api) {
-                        self.report.exchanges.push((api, "cached"));
+                        self.record.note(Seen::Exchange(api, "cached"));
                     }
                     commands.push(self.send(b, id, call, headers, now_ms));
                 }
@@ -107,7 +99,7 @@ impl ToolPhase<'_> {
         call.headers.extend_from_slice(self.trace);
         self.calls.went_out(id, now_ms, timeout, started.unwrap_or(now_ms));
         let name = b.name_of(id).unwrap_or_default();
-        self.spans.tool(id, name, b.index_of(id));
+        self.record.note(Seen::ToolSent { id, name, index: b.index_of(id) });
         log::debug!("#{} tool {name}: {} {} {}", self.request, call.cluster, call.method, truncate(&call.path, 200));
         Command::Dispatch(call)
     }
@@ -130,7 +122,7 @@ impl ToolPhase<'_> {
         log::debug!("#{} token exchange for apis[{api}]: {} POST {}", self.request, call.cluster, call.path);
         let mut call = call;
         call.headers.extend_from_slice(self.trace);
-        self.spans.run_call(id);
+        self.record.note(Seen::ExchangeSent(id));
         Some(Command::Dispatch(call))
     }
 
@@ -152,8 +144,7 @@ impl ToolPhase<'_> {
         };
         let why = match result {
             Ok(granted) => {
-                self.report.exchanges.push((api, "exchanged"));
-                self.spans.mask(&granted.token);
+                self.record.note(Seen::Exchanged { api, token: &granted.token });
                 self.identity.answered(&self.cfg.apis, api, Some(granted));
                 for (id, call) in b.identity.unpark(api) {
                     b.resume(id, call);
@@ -170,7 +161,7 @@ impl ToolPhase<'_> {
             return;
         }
         log::warn!("#{} token exchange for apis[{api}]: {why}; its tools are not called", self.request);
-        self.report.exchanges.push((api, if wait.is_some() { "failed" } else { "refused" }));
+        self.record.note(Seen::Exchange(api, if wait.is_some() { "failed" } else { "refused" }));
         self.identity.answered(&self.cfg.apis, api, None);
         for (id, _) in b.identity.unpark(api) {
             self.denied(b, id);
@@ -181,7 +172,8 @@ impl ToolPhase<'_> {
     fn denied(&mut self, b: &mut Batch, id: CallId) {
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         let observation = identity::not_authorized(&name);
-        self.report.tools.push(ToolRecord { name, class: ToolClass::Unauthorized, status: None, ms: 0 });
+        let class = ToolClass::Unauthorized;
+        self.record.note(Seen::ToolAnswered { id, name, class, status: None, ms: 0 });
         self.step(b, id, ToolStatus::Ended(ToolClass::Unauthorized), &observation);
         self.end(b, id, Some("not_authorized"), observation);
     }
@@ -220,7 +212,7 @@ impl ToolPhase<'_> {
         if status == 401 {
             if let Some(api) = b.name_of(id).and_then(|n| self.cfg.tools.get(n)).map(|t| t.api) {
                 if self.identity.refused(&self.cfg.apis, api) {
-                    self.report.exchanges.push((api, "dropped"));
+                    self.record.note(Seen::Exchange(api, "dropped"));
                 }
             }
         }
@@ -300,10 +292,7 @@ impl ToolPhase<'_> {
             let what = status.map_or_else(|| class.as_str().to_string(), |s| format!("HTTP {s}"));
             log::warn!("#{} tool {name} (call {}) {what} after {ms} ms: {}", self.request, id.0, excerpt(body));
         }
-        if let Some(status) = status {
-            self.spans.tool_tag(id, "http.response.status_code", status);
-        }
-        self.report.tools.push(ToolRecord { name, class, status, ms });
+        self.record.note(Seen::ToolAnswered { id, name, class, status, ms });
     }
 
     /// A tool's reply body with every credential masked (configured secrets, the client's, the tokens
@@ -319,22 +308,17 @@ impl ToolPhase<'_> {
 
     /// Call `id` is over: what the model is told (`error`: how the call failed, for its span).
     fn end(&mut self, b: &mut Batch, id: CallId, error: Option<&str>, observation: String) {
-        if self.spans.is_on() {
-            let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL);
-            let io = (b.args_of(id).unwrap_or(""), observation.as_str());
-            self.spans.tool_end(id, name, b.index_of(id), error, io);
-        }
+        let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL);
+        let io = (b.args_of(id).unwrap_or(""), observation.as_str());
+        self.record.note(Seen::ToolEnded { id, name, index: b.index_of(id), error, io });
         b.reply(id, |_| observation);
     }
 
     /// The step of a tool call just answered (after `answered`, which timed it).
     fn step(&mut self, b: &Batch, id: CallId, status: ToolStatus, observation: &str) {
-        if !self.steps.is_on() {
-            return;
-        }
-        let ms = self.report.tools.last().map_or(0, |t| t.ms);
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL);
-        self.steps.tool(name, b.args_of(id).unwrap_or(""), status, observation, ms);
+        let arguments = b.args_of(id).unwrap_or("");
+        self.record.note(Seen::ToolStep { name, arguments, status, observation });
     }
 
     /// A tool call sent again later, if its API allows retries for its method.

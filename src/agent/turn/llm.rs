@@ -2,12 +2,12 @@
 //! and its retries, what a reply means (`react.rs`, `native.rs`), and the next request once the
 //! turn's tools are answered.
 
-use super::calls::Calls;
 use super::convo::{Convo, Next};
-use super::error::{AgentError, ErrorCode};
-use super::protocol::{Call, RequestMeta};
-use super::retry::{Retry, Wait};
 use super::{native, offer, react, rules};
+use crate::agent::calls::Calls;
+use crate::agent::error::{AgentError, ErrorCode};
+use crate::agent::protocol::{Call, RequestMeta};
+use crate::agent::retry::{Retry, Wait};
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::{answer, ChatRequest};

@@ -7,7 +7,7 @@
 use super::convo::Convo;
 use super::offered::{escaped, native_json, Offered};
 use super::rules;
-use super::work::{tool_work, Work};
+use crate::agent::tools::work::{tool_work, Work};
 use crate::config::{Config, Mode, Offer, MAX_NATIVE_TOOLS};
 use crate::doc::truncate;
 use crate::openai::{ChatRequest, Role};

@@ -68,7 +68,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::report::ToolRecord;
+    use crate::agent::record::report::ToolRecord;
     use crate::agent::ErrorCode;
     use crate::config::Mode;
     use crate::openai::Usage;

@@ -1,0 +1,196 @@
+//! What the request did, for those who watch it: the `report` (metrics, the request's log line and
+//! `summary`), the `steps` transcript, and the `spans`.
+
+pub mod report;
+pub mod spans;
+pub mod steps;
+pub mod summary;
+
+use crate::agent::error::ErrorCode;
+use crate::agent::protocol::{CallId, RequestMeta};
+use crate::config::Config;
+use crate::openai::Usage;
+use crate::tools::search::FIND_TOOLS;
+use report::{Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
+use spans::Spans;
+use steps::{Steps, ToolStatus};
+
+/// What a transition of the loop did, as those who watch the request see it. The transitions say
+/// what happened and hand it to `Record::note`, the one place that turns it into report, steps and
+/// span calls; they keep no bookkeeping of their own.
+pub enum Seen<'a> {
+    /// The client's request arrived: the run's span starts.
+    Started { agent: &'a str },
+    /// An LLM turn went out: forwarded through the route (`call: None`), or by callout.
+    TurnSent { model: &'a str, call: Option<CallId> },
+    /// A turn's callout went out again, under a new id, after its backoff.
+    Resent(CallId),
+    /// A turn's callout waits to be sent again.
+    Retried,
+    /// The LLM refused a parameter: the turn goes again without it.
+    SteppedDown(&'a str),
+    /// A turn's callout answered, after `ms`.
+    Timed(u64),
+    /// An LLM turn's reply, with its HTTP status.
+    Replied(u16),
+    /// The reply was read: the request's tokens so far (`total`, and `before` the reply), its model
+    /// and reasoning; `ms` is its callout's time (none for the route's first turn).
+    Read { total: Usage, before: Usage, model: &'a str, reasoning: Option<&'a str>, ms: Option<u64> },
+    /// Call rules decided the turn's calls: tool, rule, decision.
+    Decided(Vec<(String, String, &'static str)>),
+    /// The turn's span ends, with its finish reason if the reply said one.
+    TurnEnded(Option<&'static str>),
+    /// The turn's tool calls are dispatched, under the model's ids (native mode).
+    Calls(&'a [String]),
+    /// JSON mode's formatting call is tried again.
+    JsonRetried,
+    /// The client got the answer; `length`: it was cut by the token limit; `budget`: the token
+    /// budget ended the loop.
+    Answered { length: bool, budget: bool },
+    /// The request failed with this status and code.
+    Failed(u16, ErrorCode),
+    /// Tool work the model's output made no call of (a malformed turn, told how to fix it).
+    Malformed,
+    /// A call refused before it was sent (`known`: `name` is a configured tool's, not only the
+    /// model's, so spans and metrics may carry it).
+    ToolRefused { name: &'a str, known: bool, observation: &'a str },
+    /// The tool search answered `query` without a call.
+    ToolsFound { query: &'a str, observation: &'a str },
+    /// A tool call went out (`index`: its place among the turn's calls).
+    ToolSent { id: CallId, name: &'a str, index: Option<usize> },
+    /// A tool call answered, failed or was denied: its class, HTTP status and time.
+    ToolAnswered { id: CallId, name: String, class: ToolClass, status: Option<u16>, ms: u64 },
+    /// The step of a tool call just answered (its time is the last `ToolAnswered`'s).
+    ToolStep { name: &'a str, arguments: &'a str, status: ToolStatus, observation: &'a str },
+    /// A tool call is over: what the model is told (`error`: how the call failed).
+    ToolEnded { id: CallId, name: &'a str, index: Option<usize>, error: Option<&'a str>, io: (&'a str, &'a str) },
+    /// A token exchange for an API went out.
+    ExchangeSent(CallId),
+    /// The token service granted `token` for API `api`: masked from here on.
+    Exchanged { api: usize, token: &'a str },
+    /// What else became of API `api`'s token: `cached`, `failed`, `refused`, `dropped`.
+    Exchange(usize, &'static str),
+    /// The request is done (its open spans end); `ended_at`: it ended with the event at this time.
+    Done { ended_at: Option<u64> },
+}
+
+/// What the request did: the report (metrics, the log line, the summary), the steps the client may
+/// ask for, and the spans.
+pub struct Record {
+    pub report: Report,
+    pub steps: Steps,
+    pub spans: Spans,
+    /// The limit of a step's text (`llm.maxObservationBytes`).
+    limit: usize,
+}
+
+impl Record {
+    /// Steps are kept if the client or the configuration asks for them; spans once the host makes
+    /// them (`Agent::trace`).
+    pub fn new(cfg: &Config, meta: &RequestMeta) -> Record {
+        let want_steps = meta.steps || cfg.return_steps;
+        let steps = Steps::new(want_steps, if want_steps { cfg.secrets().to_vec() } else { Vec::new() });
+        let report = Report::new(cfg.mode, meta.now_ms);
+        Record { report, steps, spans: Spans::default(), limit: cfg.llm.max_observation_bytes }
+    }
+
+    /// Records what a transition did. Inlined: at each call the match folds to that one arm, so one
+    /// place to read costs the .wasm nothing over calls written at every site.
+    #[inline(always)]
+    pub fn note(&mut self, seen: Seen<'_>) {
+        let (report, steps, spans) = (&mut self.report, &mut self.steps, &mut self.spans);
+        match seen {
+            Seen::Started { agent } => spans.start(agent),
+            Seen::TurnSent { model, call } => {
+                spans.chat(model);
+                if let Some(id) = call {
+                    spans.chat_call(id);
+                }
+            }
+            Seen::Resent(id) => spans.chat_call(id),
+            Seen::Retried => {
+                report.llm_retries += 1;
+                spans.chat_retried();
+            }
+            Seen::SteppedDown(param) => spans.chat_tag("api_agent.stepped_down", param),
+            Seen::Timed(ms) => report.llm_ms.push(ms),
+            Seen::Replied(status) => {
+                report.llm_turns += 1;
+                spans.chat_tag("http.response.status_code", status);
+            }
+            Seen::Read { total, before, model, reasoning, ms } => {
+                let turn = steps::delta(total, before);
+                report.tokens = total;
+                model.clone_into(&mut report.model);
+                steps.llm(ms, turn, reasoning, self.limit);
+                spans.chat_read(model, turn);
+            }
+            Seen::Decided(decisions) => {
+                for (tool, rule, decision) in decisions {
+                    spans.chat_tag("api_agent.policy.rule", &rule);
+                    spans.chat_tag("api_agent.policy.decision", decision);
+                    steps.policy(&tool, &rule, decision);
+                    report.policy.push((rule, decision));
+                }
+            }
+            Seen::TurnEnded(reason) => {
+                if let Some(reason) = reason {
+                    spans.chat_tag("gen_ai.response.finish_reasons", reason);
+                }
+                spans.chat_end();
+            }
+            Seen::Calls(ids) => spans.turn_calls(ids),
+            Seen::JsonRetried => report.json_retries += 1,
+            Seen::Answered { length, budget } => {
+                report.answered(length);
+                if budget {
+                    report.outcome = Outcome::Budget;
+                }
+            }
+            Seen::Failed(status, code) => report.failed(status, code),
+            Seen::Malformed => report.malformed += 1,
+            Seen::ToolRefused { name, known, observation } => {
+                steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
+                // The model's names never become span or metric names.
+                let name = if known { name } else { UNKNOWN_TOOL };
+                spans.tool_refused(name, ToolClass::Refused.as_str(), "", observation);
+                let name = name.to_string();
+                report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
+            }
+            Seen::ToolsFound { query, observation } => {
+                let args = serde_json::json!({ "query": query }).to_string();
+                steps.tool(FIND_TOOLS, &args, ToolStatus::Ended(ToolClass::Ok2xx), observation, 0);
+            }
+            Seen::ToolSent { id, name, index } => spans.tool(id, name, index),
+            Seen::ToolAnswered { id, name, class, status, ms } => {
+                if let Some(status) = status {
+                    spans.tool_tag(id, "http.response.status_code", status);
+                }
+                report.tools.push(ToolRecord { name, class, status, ms });
+            }
+            Seen::ToolStep { name, arguments, status, observation } => {
+                if steps.is_on() {
+                    let ms = report.tools.last().map_or(0, |t| t.ms);
+                    steps.tool(name, arguments, status, observation, ms);
+                }
+            }
+            Seen::ToolEnded { id, name, index, error, io } => {
+                if spans.is_on() {
+                    spans.tool_end(id, name, index, error, io);
+                }
+            }
+            Seen::ExchangeSent(id) => spans.run_call(id),
+            Seen::Exchanged { api, token } => {
+                report.exchanges.push((api, "exchanged"));
+                spans.mask(token);
+            }
+            Seen::Exchange(api, outcome) => report.exchanges.push((api, outcome)),
+            Seen::Done { ended_at } => {
+                if let Some(now_ms) = ended_at {
+                    report.ended(now_ms);
+                }
+                spans.end_run(report);
+            }
+        }
+    }
+}
