@@ -18,7 +18,7 @@
 use api_agent::agent::spans::SpanNote;
 use api_agent::agent::summary::Value;
 use api_agent::agent::Call;
-use api_agent::config::Plugin;
+use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;
 use api_agent::host::calls::Refusal;
 use api_agent::host::metrics::{MetricSink, Metrics, CATALOGUE};
@@ -168,10 +168,10 @@ impl Port for FakePort<'_> {
         self.calls.bump(|c| c.local_replies += 1);
         self.answered.set(true);
     }
-    fn set_summary(&self, fields: &[(&'static str, Value)], filter_state: bool) {
+    fn set_summary(&self, fields: &[(&'static str, Value)], forms: SummaryForms) {
         if self.traced.is_some() {
             // The dynamic module's shim hands the summary to `host::summary::write`.
-            summary::write(self, SUMMARY_NAMESPACE, fields, filter_state);
+            summary::write(self, SUMMARY_NAMESPACE, fields, forms);
         } else {
             // Proxy-Wasm (`src/filter/port.rs`): one filter-state property per field.
             let n = u32::try_from(fields.len()).unwrap();
