@@ -37,6 +37,7 @@ help:
 	@echo "make lint        rustfmt and clippy on host and wasm32"
 	@echo "make cli         the native api-agent tool -> target/release/api-agent"
 	@echo "make bench       performance figures against a plain Envoy (not part of test); bench-dm: the .so"
+	@echo "                 (bench-dm BASELINE=x.so: then this .so against x.so in one Envoy, as ab-dm)"
 	@echo "make ab-dm BASELINE=x.so  this .so against another in one Envoy, slice by slice (CPU per request, p50)"
 	@echo "make fuzz        long fuzzing run of the parsers and the agent (FUZZ_CASES per property)"
 	@echo "make fuzz-envoy  long Envoy-level fuzz on both hosts (ENVOY_FUZZ_CASES, ENVOY_FUZZ_SEED)"
@@ -189,28 +190,22 @@ bench: setup build
 	$(SHARED)/bench/run.sh --wasm $(abspath $(WASM)) --envoy $(ENVOY_ABS) --out $(abspath dist/bench.json) | tee dist/bench.log
 
 # The same measurement with the dynamic module in place of the .wasm (shared/bench takes either).
-# BASELINE=path/to/libapi_agent.so: an A/B of this build against that one in the same session
-# (scripts/bench-ab.sh: the two run alternately, AB_PASSES passes; BENCH_AB_ARGS go to run.sh).
+# BASELINE=path/to/libapi_agent.so: after that run, this build against BASELINE with both modules in
+# ONE Envoy (benches/ab_dm.py, AB_ROUNDS rounds): an A/A reads 1.00 +-0.5% as the median of 4 rounds,
+# where two separate bench runs of one module differ by up to 7%. `make ab-dm` runs the A/B alone.
 BASELINE ?=
-AB_PASSES ?= 2
-BENCH_AB_ARGS ?= --many-ops 0
+AB_ROUNDS ?= 6
+AB_DM = ENVOY=$(ENVOY_ABS) $(PY) benches/ab_dm.py --rounds $(AB_ROUNDS) $(abspath $(DM)) $(abspath $(BASELINE))
 bench-dm: setup build-dm
-ifeq ($(BASELINE),)
 	$(SHARED)/bench/run.sh --wasm $(abspath $(DM)) --envoy $(ENVOY_ABS) --out $(abspath dist/bench-dm.json) | tee dist/bench-dm.log
-else
-	@mkdir -p dist/bench-ab && cp $(DM) dist/bench-ab/libapi_agent.so
-	scripts/bench-ab.sh $(SHARED)/bench/run.sh $(ENVOY_ABS) $(abspath dist/bench-ab/libapi_agent.so) \
-	  $(abspath $(BASELINE)) $(AB_PASSES) $(abspath dist/bench-ab) $(BENCH_AB_ARGS) | tee dist/bench-ab.log
+ifneq ($(BASELINE),)
+	$(AB_DM) | tee dist/ab-dm.log
 endif
 
-# Envoy CPU per request and p50 of this build against BASELINE with both modules in ONE Envoy, the
-# shared bench's load client alternating between them every second (benches/ab_dm.py): an A/A reads
-# 1.00 +-0.5% as the median of 4 rounds, where two separate bench runs of one module differ by up to 7%.
-AB_ROUNDS ?= 6
 ab-dm: setup build-dm
 	@test -n "$(BASELINE)" || { echo "make ab-dm BASELINE=path/to/libapi_agent.so"; exit 2; }
 	CARGO_TARGET_DIR=/tmp/bench/target cargo build --release --quiet -j 2 --manifest-path $(SHARED)/bench/fakeserver/Cargo.toml
-	ENVOY=$(ENVOY_ABS) $(PY) benches/ab_dm.py --rounds $(AB_ROUNDS) $(abspath $(DM)) $(abspath $(BASELINE)) | tee dist/ab-dm.log
+	$(AB_DM) | tee dist/ab-dm.log
 
 # Instructions per agent request, counted by callgrind (not disturbed by other load): this build
 # against BASELINE (when given) and the plain listener (benches/instr.py; ~1 minute per module).

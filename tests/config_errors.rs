@@ -3,7 +3,7 @@
 
 mod common;
 
-use api_agent::config::{ApiKey, Config, Mode};
+use api_agent::config::{ApiKey, Config, Mode, SummaryForms};
 use serde_json::{json, Value};
 
 const SPEC: &str = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\nservers: [{url: 'https://api.example.com'}]\npaths:\n  /weather:\n    get:\n      operationId: getWeather\n      parameters: [{name: city, in: query, required: true, schema: {type: string}}]\n";
@@ -45,6 +45,16 @@ fn higress_defaults() {
     assert!(!c.template.chinese);
     assert!(c.react_prompt.contains("input question to answer") && c.react_prompt.contains("I know what to respond"));
     assert!(c.json_resp.is_none());
+}
+
+#[test]
+fn the_summary_forms_default_to_metadata_alone() {
+    let c = Config::from_value(&base()).unwrap();
+    assert_eq!(c.summary, SummaryForms { metadata: true, filter_state: false });
+    let c = Config::from_value(&with(base(), "/summary", json!({"metadata": false}))).unwrap();
+    assert_eq!(c.summary, SummaryForms { metadata: false, filter_state: false });
+    let c = Config::from_value(&with(base(), "/summary", json!({"filterState": true}))).unwrap();
+    assert_eq!(c.summary, SummaryForms { metadata: true, filter_state: true });
 }
 
 #[test]
@@ -98,6 +108,8 @@ fn bad_configurations_name_the_field() {
         (with(base(), "/tracing", json!({"contents": true})), "tracing.contents: unknown key (did you mean 'content'?)"),
         (with(base(), "/summary", json!({"filterState": "yes"})), "summary.filterState: must be true or false, found string"),
         (with(base(), "/summary", json!({"filterstate": true})), "summary.filterstate: unknown key (did you mean 'filterState'?)"),
+        (with(base(), "/summary", json!({"metadata": 0})), "summary.metadata: must be true or false, found integer"),
+        (with(base(), "/summary", json!({"metaData": false})), "summary.metaData: unknown key (did you mean 'metadata'?)"),
         (with(base(), "/summary", json!(true)), "summary: must be an object, found boolean"),
         (with(base(), "/apis", Value::Null), "apis: required"),
         (with(base(), "/apis", json!([])), "apis: must list at least one API"),

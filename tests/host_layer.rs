@@ -7,7 +7,7 @@
 
 use api_agent::agent::summary::Value as SummaryValue;
 use api_agent::agent::{Call, Reply};
-use api_agent::config::Plugin;
+use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;
 use api_agent::host::calls::Refusal;
 use api_agent::host::{Attr, Exchange, Head, Headers, Host, Instance, Lost, Port, Start};
@@ -59,7 +59,7 @@ impl Port for FakePort {
     fn local_reply(&self, status: u16, _headers: &[(&str, &str)], body: &[u8]) {
         self.did.borrow_mut().push(Did::LocalReply(status, body.to_vec()));
     }
-    fn set_summary(&self, _fields: &[(&'static str, SummaryValue)], _filter_state: bool) {}
+    fn set_summary(&self, _fields: &[(&'static str, SummaryValue)], _forms: SummaryForms) {}
 }
 
 /// A host: the calls it started (by its own tokens, from 1000 on), and whether it refuses them.

@@ -18,7 +18,7 @@
 use api_agent::agent::spans::SpanNote;
 use api_agent::agent::summary::Value;
 use api_agent::agent::Call;
-use api_agent::config::Plugin;
+use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;
 use api_agent::host::calls::Refusal;
 use api_agent::host::metrics::{MetricSink, Metrics, CATALOGUE};
@@ -168,10 +168,10 @@ impl Port for FakePort<'_> {
         self.calls.bump(|c| c.local_replies += 1);
         self.answered.set(true);
     }
-    fn set_summary(&self, fields: &[(&'static str, Value)], filter_state: bool) {
+    fn set_summary(&self, fields: &[(&'static str, Value)], forms: SummaryForms) {
         if self.traced.is_some() {
             // The dynamic module's shim hands the summary to `host::summary::write`.
-            summary::write(self, SUMMARY_NAMESPACE, fields, filter_state);
+            summary::write(self, SUMMARY_NAMESPACE, fields, forms);
         } else {
             // Proxy-Wasm (`src/filter/port.rs`): one filter-state property per field.
             let n = u32::try_from(fields.len()).unwrap();
@@ -297,13 +297,16 @@ struct Case {
     ops: usize,
     /// The stream is traced: the agent's spans are made.
     traced: bool,
+    /// `summary.metadata: false`: the module sets no summary.
+    no_summary: bool,
 }
 
 impl Case {
     fn name(&self) -> String {
         let loop_name = if self.request_loop { "request" } else { "response" };
         let traced = if self.traced { " traced" } else { "" };
-        format!("{:?} {} loop:{} {} op(s){traced}", self.shape, self.mode, loop_name, self.ops)
+        let summary = if self.no_summary { " no summary" } else { "" };
+        format!("{:?} {} loop:{} {} op(s){traced}{summary}", self.shape, self.mode, loop_name, self.ops)
     }
 }
 
@@ -324,7 +327,7 @@ struct Cost {
 
 /// One agent request (one tool call, then the answer), as the shims drive the layer.
 fn run(case: Case) -> Cost {
-    let config = json!({
+    let mut config = json!({
         "mode": case.mode,
         "loop": if case.request_loop { "request" } else { "response" },
         "llm": {"apiKey": "sk-bench", "serviceName": "llm.dns", "servicePort": 18001, "domain": "llm.local",
@@ -334,6 +337,9 @@ fn run(case: Case) -> Cost {
                                   "apiKey": {"in": "query", "name": "key", "value": "bench-key"}},
                   "api": spec(case.ops)}]
     });
+    if case.no_summary {
+        config["summary"] = json!({"metadata": false});
+    }
     let plugin = Plugin::from_slice(config.to_string().as_bytes()).unwrap();
     let instance = Rc::new(Instance::new(plugin));
     let counter = Counter::default();
@@ -409,15 +415,24 @@ fn cases() -> Vec<Case> {
             for request_loop in [false, true] {
                 // Native tool calling allows 128 tools (OpenAI's limit).
                 for ops in [1, if mode == "native" { 128 } else { 200 }] {
-                    all.push(Case { shape, mode, request_loop, ops, traced: false });
+                    all.push(Case { shape, mode, request_loop, ops, traced: false, no_summary: false });
                 }
             }
         }
     }
     // What the run's spans cost where the host makes them.
     for mode in ["react", "native"] {
-        all.push(Case { shape: Shape::Module, mode, request_loop: false, ops: 1, traced: true });
+        all.push(Case { shape: Shape::Module, mode, request_loop: false, ops: 1, traced: true, no_summary: false });
     }
+    // The module with its summary turned off (`summary.metadata: false`): no Envoy call for it.
+    all.push(Case {
+        shape: Shape::Module,
+        mode: "react",
+        request_loop: false,
+        ops: 1,
+        traced: false,
+        no_summary: true,
+    });
     all
 }
 
@@ -453,6 +468,7 @@ const CEILINGS: &[(&str, u32, u64, u64)] = &[
     // The run's spans (`agent::spans`), made through Envoy's tracer.
     ("Module react loop:response 1 op(s) traced", 72, 236, 22_125),
     ("Module native loop:response 1 op(s) traced", 73, 272, 21_815),
+    ("Module react loop:response 1 op(s) no summary", 31, 175, 17_177),
 ];
 
 #[test]

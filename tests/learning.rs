@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use api_agent::agent::{Call, Reply};
-use api_agent::config::Plugin;
+use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;
 use api_agent::host::calls::Refusal;
 use api_agent::host::{Attr, Exchange, Headers, Host, Instance, Port, Start};
@@ -38,7 +38,7 @@ impl Port for FakePort {
         self.status.set(self.status.get().or(Some(status)));
         self.answer.borrow_mut().extend_from_slice(body);
     }
-    fn set_summary(&self, _fields: &[(&'static str, api_agent::agent::summary::Value)], _filter_state: bool) {}
+    fn set_summary(&self, _fields: &[(&'static str, api_agent::agent::summary::Value)], _forms: SummaryForms) {}
     fn traced(&self) -> bool {
         false
     }

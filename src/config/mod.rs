@@ -109,6 +109,22 @@ pub struct JsonResp {
     pub json_object: bool,
 }
 
+/// The forms of the request's summary on a host with dynamic metadata (`summary.metadata`,
+/// `summary.filterState`): each is Envoy work per request, so only what operators read is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SummaryForms {
+    /// Dynamic metadata `api_agent` (access logs, rate limits): on unless turned off.
+    pub metadata: bool,
+    /// Filter state `wasm.api_agent.<field>` (one Envoy call per field): off unless asked for.
+    pub filter_state: bool,
+}
+
+impl Default for SummaryForms {
+    fn default() -> Self {
+        SummaryForms { metadata: true, filter_state: false }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub mode: Mode,
@@ -163,9 +179,9 @@ pub struct Config {
     pub passthrough: Passthrough,
     /// The run's spans where the host makes them (`tracing`).
     pub tracing: Tracing,
-    /// `summary.filterState`: the dynamic module puts the request's summary in filter state too, not
-    /// only in its dynamic metadata (Proxy-Wasm has only filter state and always sets it).
-    pub summary_filter_state: bool,
+    /// `summary`: the forms of the request's summary the dynamic module sets (Proxy-Wasm has only
+    /// filter state and always sets it).
+    pub summary: SummaryForms,
     /// Every configured secret (`secrets()`), found once at load.
     secrets: Vec<String>,
 }
@@ -223,13 +239,16 @@ impl Config {
             None => (true, false),
         };
         let tracing = parse_tracing(&mut root)?;
-        let summary_filter_state = match root.opt_object("summary")? {
+        let summary = match root.opt_object("summary")? {
             Some(mut s) => {
-                let on = s.opt_bool("filterState")?.unwrap_or(false);
+                let forms = SummaryForms {
+                    metadata: s.opt_bool("metadata")?.unwrap_or(true),
+                    filter_state: s.opt_bool("filterState")?.unwrap_or(false),
+                };
                 s.deny_unknown()?;
-                on
+                forms
             }
-            None => false,
+            None => SummaryForms::default(),
         };
         let context = parse_context(&mut root)?;
         let call_policy = call_policy::parse(&mut root)?;
@@ -277,7 +296,7 @@ impl Config {
             identity_headers,
             passthrough,
             tracing,
-            summary_filter_state,
+            summary,
             secrets: Vec::new(),
         };
         config.secrets = config.find_secrets();

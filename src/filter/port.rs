@@ -3,6 +3,7 @@
 
 use super::abi::{self, Map, Metric};
 use crate::agent::summary::Value;
+use crate::config::SummaryForms;
 use crate::host::calls::Outgoing;
 use crate::host::discovery::RootPort;
 use crate::host::metrics::{Kind, MetricSink, Metrics, CATALOGUE};
@@ -69,7 +70,7 @@ impl Port for Current {
     }
 
     /// Filter state is this host's only form of the summary: always set.
-    fn set_summary(&self, fields: &[(&'static str, Value)], _filter_state: bool) {
+    fn set_summary(&self, fields: &[(&'static str, Value)], _forms: SummaryForms) {
         for ((_, value), key) in fields.iter().zip(SUMMARY_STATE_KEYS) {
             let path = key.strip_prefix("wasm.").unwrap_or(key);
             if let Err(s) = abi::set_property(path, value.to_string().as_bytes()) {

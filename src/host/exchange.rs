@@ -9,7 +9,7 @@ use super::metrics::{MetricSink, Metrics};
 use super::port::{answer_head, set_header, Attr, Headers, Host, Port};
 use crate::agent::spans::SpanNote;
 use crate::agent::{Agent, Api, Command, Event, Lesson};
-use crate::config::{Config, LoopPhase};
+use crate::config::{Config, LoopPhase, SummaryForms};
 use std::rc::Rc;
 
 /// What admission decided.
@@ -250,13 +250,13 @@ impl Exchange {
         }
         if let Some(agent) = self.agent.as_ref() {
             self.summarized = true;
-            port.set_summary(&agent.report().fields(), self.summary_filter_state());
+            port.set_summary(&agent.report().fields(), self.summary_forms());
         }
     }
 
-    /// The configuration asks for the summary in filter state where the host has metadata too.
-    fn summary_filter_state(&self) -> bool {
-        self.config.as_ref().is_some_and(|c| c.summary_filter_state)
+    /// The forms of the summary the configuration asks for (`summary`).
+    fn summary_forms(&self) -> SummaryForms {
+        self.config.as_ref().map(|c| c.summary).unwrap_or_default()
     }
 
     /// The request's metrics and its one info line, once. `host_status`: what the client got, where
@@ -272,7 +272,7 @@ impl Exchange {
         if self.reported {
             return;
         }
-        let filter_state = self.summary_filter_state();
+        let forms = self.summary_forms();
         let Some(agent) = self.agent.as_mut() else {
             return;
         };
@@ -281,7 +281,7 @@ impl Exchange {
         let r = agent.report();
         if !self.summarized {
             self.summarized = true;
-            port.set_summary(&r.fields(), filter_state);
+            port.set_summary(&r.fields(), forms);
         }
         metrics.emit(sink, r);
         if log::log_enabled!(log::Level::Info) {

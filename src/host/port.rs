@@ -6,6 +6,7 @@ use super::calls::Refusal;
 use crate::agent::spans::SpanNote;
 use crate::agent::summary::Value;
 use crate::agent::{Call, Reply};
+use crate::config::SummaryForms;
 
 /// A stream's header map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,11 +31,10 @@ pub trait Port {
     fn attribute(&self, attr: Attr) -> Option<String>;
     /// Answers the client now, while no response has started.
     fn local_reply(&self, status: u16, headers: &[(&str, &str)], body: &[u8]);
-    /// The request's summary, for Envoy's access log and rate limits: dynamic metadata `api_agent`
-    /// where the host has it (the dynamic module), with filter state `wasm.api_agent.<field>` too when
-    /// `filter_state` (`summary.filterState`); filter state alone where the host has nothing else
-    /// (Proxy-Wasm).
-    fn set_summary(&self, fields: &[(&'static str, Value)], filter_state: bool);
+    /// The request's summary, for Envoy's access log and rate limits, in the `forms` the configuration
+    /// asks for where the host has dynamic metadata (the dynamic module: metadata `api_agent`, filter
+    /// state `wasm.api_agent.<field>`); filter state alone where the host has nothing else (Proxy-Wasm).
+    fn set_summary(&self, fields: &[(&'static str, Value)], forms: SummaryForms);
     /// The stream is traced and the host can make child spans (`Host::spans`).
     fn traced(&self) -> bool {
         false

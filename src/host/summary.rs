@@ -1,11 +1,13 @@
-//! The request's summary as a host with dynamic metadata hands it to Envoy (the dynamic module): one
-//! call that sets the whole `api_agent` namespace from a serialized `google.protobuf.Struct` (numbers
-//! as numbers), and filter state only where the configuration asks for it (`summary.filterState`).
-//! Each Envoy call builds protobuf values or a filter-state object: one per field cost ~5% of a request
-//! (BENCHMARKS.md, "The dynamic module's summary").
+//! The request's summary as a host with dynamic metadata hands it to Envoy (the dynamic module), in
+//! the forms the configuration asks for (`summary`): one call that sets the whole `api_agent`
+//! namespace from a serialized `google.protobuf.Struct` (numbers as numbers; on by default), and
+//! filter state, one object per field (off by default). Envoy builds protobuf values or a
+//! filter-state object per field: the metadata alone is ~3% of a request's instructions
+//! (BENCHMARKS.md, "The dynamic module's cost"), so a form no one reads is not set.
 
 use super::port::SUMMARY_STATE_KEYS;
 use crate::agent::summary::Value;
+use crate::config::SummaryForms;
 use std::fmt::Write;
 
 /// Where the summary goes in a host with dynamic metadata.
@@ -19,15 +21,15 @@ pub trait SummaryTarget {
     fn filter_state(&self, key: &str, value: &str);
 }
 
-/// Hands `fields` to `target`: the metadata namespace at once, then (`filter_state`) one filter-state
-/// object per field, formatted only then.
-pub fn write(target: &impl SummaryTarget, namespace: &str, fields: &[(&'static str, Value)], filter_state: bool) {
-    if !target.metadata_struct(namespace, &struct_bytes(fields)) {
+/// Hands `fields` to `target` in `forms`: the metadata namespace at once, then one filter-state object
+/// per field, formatted only then.
+pub fn write(target: &impl SummaryTarget, namespace: &str, fields: &[(&'static str, Value)], forms: SummaryForms) {
+    if forms.metadata && !target.metadata_struct(namespace, &struct_bytes(fields)) {
         for (key, value) in fields {
             target.metadata_field(namespace, key, value);
         }
     }
-    if filter_state {
+    if forms.filter_state {
         let mut text = String::new();
         for ((_, value), key) in fields.iter().zip(SUMMARY_STATE_KEYS) {
             text.clear();
@@ -195,12 +197,14 @@ mod tests {
         vec![("turns", Value::Number(2)), ("tool_calls", Value::Number(1))]
     }
 
+    const METADATA: SummaryForms = SummaryForms { metadata: true, filter_state: false };
+
     #[test]
     fn one_call_sets_the_metadata_and_filter_state_only_when_asked() {
         let r = Recorder { has_struct: true, ..Recorder::default() };
-        write(&r, "api_agent", &fields(), false);
+        write(&r, "api_agent", &fields(), METADATA);
         assert_eq!(r.calls.take(), ["struct api_agent 2"]);
-        write(&r, "api_agent", &fields(), true);
+        write(&r, "api_agent", &fields(), SummaryForms { metadata: true, filter_state: true });
         assert_eq!(
             r.calls.take(),
             ["struct api_agent 2", "state wasm.api_agent.turns=2", "state wasm.api_agent.tool_calls=1"]
@@ -208,9 +212,21 @@ mod tests {
     }
 
     #[test]
+    fn a_form_turned_off_costs_no_call() {
+        let r = Recorder { has_struct: true, ..Recorder::default() };
+        write(&r, "api_agent", &fields(), SummaryForms { metadata: false, filter_state: false });
+        assert!(r.calls.take().is_empty());
+        write(&r, "api_agent", &fields(), SummaryForms { metadata: false, filter_state: true });
+        assert_eq!(r.calls.take(), ["state wasm.api_agent.turns=2", "state wasm.api_agent.tool_calls=1"]);
+        let old = Recorder::default();
+        write(&old, "api_agent", &fields(), SummaryForms { metadata: false, filter_state: false });
+        assert!(old.calls.take().is_empty(), "no per-field metadata either");
+    }
+
+    #[test]
     fn an_envoy_without_the_struct_call_gets_one_field_at_a_time() {
         let r = Recorder::default();
-        write(&r, "api_agent", &fields(), false);
+        write(&r, "api_agent", &fields(), METADATA);
         assert_eq!(r.calls.take(), ["field api_agent.turns=2", "field api_agent.tool_calls=1"]);
     }
 }

@@ -1,7 +1,8 @@
 """The request's summary in Envoy's own access log, on both hosts, set before the access log is
 written, for plain and streamed answers, in both loops: filter state `wasm.api_agent.<field>` on
-Proxy-Wasm; dynamic metadata `api_agent` on the dynamic module, with the filter state too only when
-`summary.filterState` asks for it (each filter-state object is an Envoy call per field)."""
+Proxy-Wasm; dynamic metadata `api_agent` on the dynamic module (none with `summary.metadata: false`),
+with the filter state too only when `summary.filterState` asks for it (each filter-state object is an
+Envoy call per field)."""
 from __future__ import annotations
 
 import os
@@ -31,18 +32,21 @@ def with_access_log(config: dict, path: str) -> dict:
     return config
 
 
-@pytest.fixture(scope="module", params=[("response", False), ("request", False), ("response", True)],
-                ids=["response", "request", "response-filter-state"])
+@pytest.fixture(scope="module",
+                params=[("response", False, True), ("request", False, True), ("response", True, True),
+                        ("response", False, False)],
+                ids=["response", "request", "response-filter-state", "response-no-metadata"])
 def logged(request, mocks, wasm, envoy_binary, tmp_path_factory):
-    loop, filter_state = request.param
+    loop, filter_state, metadata = request.param
     workdir = str(tmp_path_factory.mktemp("summary"))
     path = os.path.join(workdir, "access.log")
-    extra = {"summary": {"filterState": True}} if filter_state else {}
+    forms = {**({"filterState": True} if filter_state else {}), **({} if metadata else {"metadata": False})}
+    extra = {"summary": forms} if forms else {}
     plugin = plugin_config(mocks, mode="native", loop=loop, **extra)
     envoy = Envoy(envoy_binary, with_access_log(envoy_config(wasm, mocks, plugin), path), workdir).start()
     dm = wasm.endswith(".so")
-    # Proxy-Wasm has only filter state: it always sets it.
-    yield Gateway(envoy), path, dm, filter_state or not dm
+    # Proxy-Wasm has only filter state: it always sets it. The module's metadata is on unless turned off.
+    yield Gateway(envoy), path, dm and metadata, filter_state or not dm
     envoy.stop()
 
 
@@ -59,7 +63,7 @@ def line_of(path: str, q: str, timeout_s: float = 15) -> dict[str, str]:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_summary_is_in_the_access_log(logged, mocks, stream):
-    gw, path, dm, state = logged
+    gw, path, md, state = logged
     q = f"summary-{stream}-{time.monotonic_ns()}"
     mocks.llm.script(q, tool_calls(("c1", "get_weather_now", {"location": "Oslo"})), "Cold.")
     body = {"model": CLIENT_MODEL, "messages": [{"role": "user", "content": q}], "stream": stream}
@@ -74,20 +78,24 @@ def test_the_summary_is_in_the_access_log(logged, mocks, stream):
     else:
         # Envoy's access log shows '-' for a filter-state key that is not set.
         assert all(fields[k] == "-" for k in FIELDS), fields
-    if dm:
+    if md:
         assert {k: fields[f"md_{k}"] for k in want} == want, fields
         assert fields["md_model"] not in ("", "-") and int(fields["md_duration_ms"]) >= 0, fields
         if state:
             assert fields["md_model"] == fields["model"]
+    else:
+        assert all(fields[f"md_{k}"] == "-" for k in FIELDS), fields
 
 
 def test_an_error_is_summarised_with_its_code(logged, mocks):
-    gw, path, dm, _ = logged
+    gw, path, md, state = logged
+    if not (md or state):
+        pytest.skip("no summary is set in this configuration")
     q = f"summary-error-{time.monotonic_ns()}"
     mocks.llm.script(q, tool_calls(("c1", "get_weather_now", {"location": "Oslo"})), "not json at all {")
     body = {"model": CLIENT_MODEL, "messages": [{"role": "user", "content": q}]}
     client.request(gw.port, "POST", CHAT_PATH, body, {**CLIENT_HEADERS, "x-q": q})
     fields = line_of(path, q)
-    md = "md_" if dm else ""
+    md = "md_" if md else ""
     assert fields[f"{md}outcome"] in ("answer", "limit") or fields[f"{md}outcome"].startswith("error:"), fields
     assert fields[f"{md}turns"] == "2" and fields[f"{md}tool_calls"] == "1", fields
