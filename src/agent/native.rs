@@ -11,13 +11,13 @@ use crate::openai::answer::FinishReason;
 use crate::openai::message::{AgentMessage, OutMessage};
 use crate::openai::{text_calls, ChatRequest, LlmReply, ToolCall};
 use crate::prompt::history::native_messages;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), AgentError> {
     // The request body writes the gateway's tools and the client's under one `tools` key.
     c.base.remove("tools");
     // Some servers (llama.cpp) drop the tools unless the choice is explicit.
-    c.base.entry("tool_choice").or_insert_with(|| json!("auto"));
+    c.base.entry("tool_choice").or_insert_with(|| crate::openai::message::ToolChoice::Auto.into());
     if let Some(client) = req.raw.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(list) = client else {
             return Err(AgentError::new(400, ErrorCode::InvalidTools, "'tools' must be an array").at("tools"));
@@ -131,7 +131,7 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
 fn as_structured(reply: &mut LlmReply, calls: Vec<ToolCall>) -> Value {
     let listed: Vec<Value> = calls
         .iter()
-        .map(|tc| json!({"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}))
+        .map(|tc| crate::openai::message::to_value(&crate::openai::message::ClientCall::from(tc)))
         .collect();
     let mut message = reply.message_value();
     if let Value::Object(m) = &mut message {
@@ -176,7 +176,7 @@ fn echoed(mut message: Value) -> Value {
 
 fn parse_arguments(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
-        return Ok(json!({}));
+        return Ok(Value::Object(serde_json::Map::new()));
     }
     serde_json::from_str(text)
         .map_err(|e| format!("the arguments are not valid JSON ({e}): {}", crate::doc::truncate(text, 200)))
@@ -195,10 +195,10 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bo
     // call a tool on every turn until the limit (OpenAI's Agents SDK resets it the same way).
     let forced = c.base.get("tool_choice").is_some_and(|t| t.is_object() || t == "required");
     if answered_calls && forced {
-        c.base.insert("tool_choice".into(), json!("auto"));
+        c.base.insert("tool_choice".into(), crate::openai::message::ToolChoice::Auto.into());
     }
     if limit {
-        c.base.insert("tool_choice".into(), json!("none"));
+        c.base.insert("tool_choice".into(), crate::openai::message::ToolChoice::None.into());
         c.messages.push(AgentMessage::User { content: cfg.template.native_final_request().to_string() }.into());
     }
 }

@@ -4,7 +4,7 @@
 use super::message::CallKind;
 use super::Usage;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub const JSON: &str = "application/json";
 pub const SSE: &str = "text/event-stream";
@@ -298,7 +298,21 @@ pub fn error(message: &str, kind: &str, code: &str) -> Value {
 
 /// An error about the request field `param`.
 pub fn error_at(message: &str, kind: &str, code: &str, param: Option<&str>) -> Value {
-    json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
+    super::message::to_value(&ErrorObject { error: ErrorBody { message, kind, param, code } })
+}
+
+#[derive(Serialize)]
+struct ErrorObject<'a> {
+    error: ErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    message: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    param: Option<&'a str>,
+    code: &'a str,
 }
 
 /// An error in the body of a response whose status 200 is already out: the error object with

@@ -190,6 +190,27 @@ pub struct JsonSchemaFormat {
     pub strict: Option<Value>,
 }
 
+impl From<ResponseFormat> for Value {
+    fn from(f: ResponseFormat) -> Value {
+        to_value(&f)
+    }
+}
+
+impl ResponseFormat {
+    /// The gateway's own JSON mode (`jsonResp`): the schema named `answer`, not strict.
+    pub fn answer(schema: &Value) -> ResponseFormat {
+        let json_schema = JsonSchemaFormat { name: "answer".into(), schema: schema.clone(), strict: Some(false.into()) };
+        ResponseFormat::JsonSchema { json_schema }
+    }
+}
+
+impl From<&super::ToolCall> for ClientCall {
+    fn from(c: &super::ToolCall) -> ClientCall {
+        let function = FunctionCall { name: c.name.clone(), arguments: c.arguments.clone() };
+        ClientCall { id: c.id.clone(), kind: CallKind::Function, function }
+    }
+}
+
 /// A typed value as the JSON tree the chat request is kept in.
 pub fn to_value<T: Serialize>(v: &T) -> Value {
     // The types of this file serialise to JSON without fail (string keys only).
