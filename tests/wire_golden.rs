@@ -65,15 +65,36 @@ fn responses_answers_are_golden() {
     let steps = json!({"llm": {"maxRetries": 0}});
     let limit = json!({"llm": {"maxIterations": 1}});
     let parts = [
-        ("object", all(&run(Api::Responses, json!({}), vec![call_tool(), thinking_answer("Rex.")], false, &ask(false)))),
+        (
+            "object",
+            all(&run(Api::Responses, json!({}), vec![call_tool(), thinking_answer("Rex.")], false, &ask(false))),
+        ),
         ("stream", all(&run(Api::Responses, json!({}), vec![call_tool(), thinking_answer("Rex.")], false, &ask(true)))),
-        ("live stream", all(&run(Api::Responses, json!({}), vec![call_tool(), thinking_answer("Rex is good.")], true, &ask(true)))),
+        (
+            "live stream",
+            all(&run(Api::Responses, json!({}), vec![call_tool(), thinking_answer("Rex is good.")], true, &ask(true))),
+        ),
         ("client calls object", all(&run(Api::Responses, json!({}), vec![client_calls()], false, &ask_tools(false)))),
         ("client calls stream", all(&run(Api::Responses, json!({}), vec![client_calls()], false, &ask_tools(true)))),
-        ("client calls live", all(&run(Api::Responses, json!({}), vec![call_tool(), client_calls()], true, &ask_tools(true)))),
+        (
+            "client calls live",
+            all(&run(Api::Responses, json!({}), vec![call_tool(), client_calls()], true, &ask_tools(true))),
+        ),
         ("incomplete", all(&run(Api::Responses, limit.clone(), vec![call_tool(), call_tool()], false, &ask(false)))),
-        ("failed object", all(&run(Api::Responses, steps.clone(), vec![call_tool(), Turn::Raw(500, "{}".into())], false, &ask(false)))),
-        ("failed live", all(&run(Api::Responses, steps, vec![call_tool(), Turn::Raw(500, "{}".into())], true, &ask(true)))),
+        (
+            "failed object",
+            all(&run(
+                Api::Responses,
+                steps.clone(),
+                vec![call_tool(), Turn::Raw(500, "{}".into())],
+                false,
+                &ask(false),
+            )),
+        ),
+        (
+            "failed live",
+            all(&run(Api::Responses, steps, vec![call_tool(), Turn::Raw(500, "{}".into())], true, &ask(true))),
+        ),
     ];
     golden("wire_responses.txt", &sections(&parts));
 }
@@ -94,14 +115,68 @@ fn chat_answers_are_golden() {
     };
     let fail = json!({"llm": {"maxRetries": 0}});
     let parts = [
-        ("object", all(&run(Api::ChatCompletions, json!({}), vec![call_tool(), thinking_answer("Rex.")], false, &ask(false, false)))),
-        ("stream", all(&run(Api::ChatCompletions, json!({}), vec![call_tool(), thinking_answer("Rex.")], false, &ask(true, true)))),
-        ("live stream", all(&run(Api::ChatCompletions, json!({}), vec![call_tool(), thinking_answer("Rex is good.")], true, &ask(true, false)))),
-        ("client calls object", all(&run(Api::ChatCompletions, json!({}), vec![client_calls()], false, &ask_tools(false)))),
-        ("client calls stream", all(&run(Api::ChatCompletions, json!({}), vec![client_calls()], false, &ask_tools(true)))),
-        ("client calls live", all(&run(Api::ChatCompletions, json!({}), vec![call_tool(), client_calls()], true, &ask_tools(true)))),
-        ("late error object", all(&run(Api::ChatCompletions, fail.clone(), vec![call_tool(), Turn::Raw(500, "{}".into())], false, &ask(false, false)))),
-        ("late error live", all(&run(Api::ChatCompletions, fail, vec![call_tool(), Turn::Raw(500, "{}".into())], true, &ask(true, false)))),
+        (
+            "object",
+            all(&run(
+                Api::ChatCompletions,
+                json!({}),
+                vec![call_tool(), thinking_answer("Rex.")],
+                false,
+                &ask(false, false),
+            )),
+        ),
+        (
+            "stream",
+            all(&run(
+                Api::ChatCompletions,
+                json!({}),
+                vec![call_tool(), thinking_answer("Rex.")],
+                false,
+                &ask(true, true),
+            )),
+        ),
+        (
+            "live stream",
+            all(&run(
+                Api::ChatCompletions,
+                json!({}),
+                vec![call_tool(), thinking_answer("Rex is good.")],
+                true,
+                &ask(true, false),
+            )),
+        ),
+        (
+            "client calls object",
+            all(&run(Api::ChatCompletions, json!({}), vec![client_calls()], false, &ask_tools(false))),
+        ),
+        (
+            "client calls stream",
+            all(&run(Api::ChatCompletions, json!({}), vec![client_calls()], false, &ask_tools(true))),
+        ),
+        (
+            "client calls live",
+            all(&run(Api::ChatCompletions, json!({}), vec![call_tool(), client_calls()], true, &ask_tools(true))),
+        ),
+        (
+            "late error object",
+            all(&run(
+                Api::ChatCompletions,
+                fail.clone(),
+                vec![call_tool(), Turn::Raw(500, "{}".into())],
+                false,
+                &ask(false, false),
+            )),
+        ),
+        (
+            "late error live",
+            all(&run(
+                Api::ChatCompletions,
+                fail,
+                vec![call_tool(), Turn::Raw(500, "{}".into())],
+                true,
+                &ask(true, false),
+            )),
+        ),
     ];
     golden("wire_chat.txt", &sections(&parts));
 }
@@ -147,12 +222,21 @@ fn model_requests_are_golden() {
 #[test]
 fn an_llm_stream_assembles_into_a_golden_completion() {
     let chunk = |delta: Value, finish: Value| {
-        format!("data: {}\n\n", json!({"model": "up-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
+        format!(
+            "data: {}\n\n",
+            json!({"model": "up-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
     };
     let mut sse = chunk(json!({"role": "assistant", "content": "", "reasoning_content": "Th"}), Value::Null);
     sse += &chunk(json!({"reasoning_content": "ink."}), Value::Null);
-    sse += &chunk(json!({"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"x\""}}]}), Value::Null);
-    sse += &chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": ":1}"}}, {"index": 1, "id": "b", "function": {"name": "g"}}]}), Value::Null);
+    sse += &chunk(
+        json!({"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"x\""}}]}),
+        Value::Null,
+    );
+    sse += &chunk(
+        json!({"tool_calls": [{"index": 0, "function": {"arguments": ":1}"}}, {"index": 1, "id": "b", "function": {"name": "g"}}]}),
+        Value::Null,
+    );
     sse += &chunk(json!({}), json!("tool_calls"));
     sse += "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\n\n";
     let mut s = ChunkStream::new();

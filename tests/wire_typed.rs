@@ -40,7 +40,10 @@ fn the_count_sees_code_and_skips_tests() {
 /// `json!` in the code of `text`, and the child modules it declares under `#[cfg(test)]`.
 fn count_in(text: &str) -> (usize, Vec<String>) {
     let (code, test_children) = without_tests(&code_only(text));
-    let count = code.match_indices("json!").filter(|(at, _)| !code[..*at].ends_with(|c: char| c.is_alphanumeric() || c == '_')).count();
+    let count = code
+        .match_indices("json!")
+        .filter(|(at, _)| !code[..*at].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+        .count();
     (count, test_children)
 }
 
@@ -71,10 +74,8 @@ fn json_macro_counts() -> Vec<(String, usize)> {
             || test_dirs.iter().any(|d| path.starts_with(d) || *path == d.with_extension("rs"));
         *n > 0 && !test_file
     });
-    let mut out: Vec<(String, usize)> = found
-        .into_iter()
-        .map(|(path, n, _)| (path.strip_prefix(&root).unwrap().display().to_string(), n))
-        .collect();
+    let mut out: Vec<(String, usize)> =
+        found.into_iter().map(|(path, n, _)| (path.strip_prefix(&root).unwrap().display().to_string(), n)).collect();
     out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     out
 }

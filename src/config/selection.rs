@@ -6,8 +6,8 @@
 use super::fields::Fields;
 use super::{Config, ConfigError, Mode, MAX_DESCRIPTION_CHARS, MAX_NATIVE_TOOLS};
 use crate::doc::{self, json_string_contents};
-use crate::prompt::react::Entry;
 use crate::openai::message::{to_value, ChatTool};
+use crate::prompt::react::Entry;
 use crate::tools::search::{find_tools_description, find_tools_schema, Index, FIND_TOOLS};
 use crate::tools::{Catalog, Tool};
 use serde_json::Value;

@@ -58,7 +58,11 @@ struct ChatUsage {
 
 impl From<Usage> for ChatUsage {
     fn from(u: Usage) -> ChatUsage {
-        ChatUsage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens }
+        ChatUsage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total_tokens,
+        }
     }
 }
 
@@ -120,9 +124,12 @@ pub fn completion(a: &Answer<'_>) -> Vec<u8> {
             tool_calls,
             reasoning_content: a.reasoning,
         },
-        None => {
-            AnswerMessage::Text { role: Role::Assistant, content: a.content, reasoning_content: a.reasoning, refusal: None }
-        }
+        None => AnswerMessage::Text {
+            role: Role::Assistant,
+            content: a.content,
+            reasoning_content: a.reasoning,
+            refusal: None,
+        },
     };
     let c = Completion {
         id: a.id,

@@ -175,6 +175,7 @@ impl From<ToolChoice> for Value {
 }
 
 /// Chat's `response_format` (JSON mode).
+#[allow(clippy::large_enum_variant)] // made once per request and written at once: no boxing
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ResponseFormat {
@@ -199,7 +200,8 @@ impl From<ResponseFormat> for Value {
 impl ResponseFormat {
     /// The gateway's own JSON mode (`jsonResp`): the schema named `answer`, not strict.
     pub fn answer(schema: &Value) -> ResponseFormat {
-        let json_schema = JsonSchemaFormat { name: "answer".into(), schema: schema.clone(), strict: Some(false.into()) };
+        let json_schema =
+            JsonSchemaFormat { name: "answer".into(), schema: schema.clone(), strict: Some(false.into()) };
         ResponseFormat::JsonSchema { json_schema }
     }
 }

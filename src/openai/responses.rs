@@ -407,8 +407,12 @@ fn function_tool(t: &Value) -> Result<ChatTool<'_>, RequestError> {
     check_tool_name(name).map_err(|why| invalid("name", why))?;
     fields::check(tool, &TOOL)?;
     let given = |key: &str| t.get(key).filter(|v| !v.is_null());
-    let function =
-        FunctionDef { name, description: given("description"), parameters: given("parameters"), strict: given("strict") };
+    let function = FunctionDef {
+        name,
+        description: given("description"),
+        parameters: given("parameters"),
+        strict: given("strict"),
+    };
     Ok(ChatTool { kind: CallKind::Function, function })
 }
 

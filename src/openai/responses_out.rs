@@ -182,7 +182,8 @@ impl Serialize for Echoed<'_> {
     }
 }
 
-/// An event's payload; `Events::send` adds its `type` and `sequence_number` after these fields.
+/// An event's payload; `Events::frame` adds its `type` and `sequence_number` after these fields.
+#[allow(clippy::large_enum_variant)] // written at once, never kept: no boxing
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 enum Payload<'a> {
@@ -384,7 +385,8 @@ impl Events {
         if let Some(t) = self.text.as_mut() {
             t.push_str(delta);
         }
-        let piece = Payload::TextDelta { item_id: &item_id, output_index: index, content_index: 0, delta, logprobs: [] };
+        let piece =
+            Payload::TextDelta { item_id: &item_id, output_index: index, content_index: 0, delta, logprobs: [] };
         out.extend(self.frame("response.output_text.delta", to_vec(&piece)));
         out
     }
@@ -394,7 +396,8 @@ impl Events {
             return Vec::new();
         };
         let (index, item_id) = (self.done.len(), self.item_id("msg"));
-        let done = Payload::TextDone { item_id: &item_id, output_index: index, content_index: 0, text: &text, logprobs: [] };
+        let done =
+            Payload::TextDone { item_id: &item_id, output_index: index, content_index: 0, text: &text, logprobs: [] };
         let mut out = self.frame("response.output_text.done", to_vec(&done));
         let part = Payload::Part { item_id: &item_id, output_index: index, content_index: 0, part: text_part(&text) };
         out.extend(self.frame("response.content_part.done", to_vec(&part)));

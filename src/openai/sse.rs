@@ -2,8 +2,8 @@
 //! content deltas are handed out as they come (for live streaming to the client), and the chunks are
 //! assembled into the `chat.completion` the loop reads once the stream ends.
 
-use crate::doc::truncate;
 use super::message::{CallKind, ClientCall, FunctionCall};
+use crate::doc::truncate;
 use serde::Serialize;
 use serde_json::Value;
 

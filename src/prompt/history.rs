@@ -40,13 +40,15 @@ pub fn react_messages(req: &ChatRequest) -> (Option<String>, Vec<Value>) {
                 for c in &m.tool_calls {
                     let input = serde_json::from_str::<Value>(&c.arguments)
                         .unwrap_or_else(|_| Value::String(c.arguments.clone()));
-                    let blob = serde_json::to_string(&Action { action: &c.name, action_input: input }).unwrap_or_default();
+                    let blob =
+                        serde_json::to_string(&Action { action: &c.name, action_input: input }).unwrap_or_default();
                     if !text.is_empty() {
                         text.push('\n');
                     }
                     text.push_str(&format!("Action:\n```json\n{blob}\n```"));
                 }
-                let said = ChatMessage::Assistant { content: Some(text), tool_calls: Vec::new(), reasoning_content: None };
+                let said =
+                    ChatMessage::Assistant { content: Some(text), tool_calls: Vec::new(), reasoning_content: None };
                 out.push(to_value(&said));
             }
             Role::Tool => out.push(user(format!("Observation: {}", m.text))),

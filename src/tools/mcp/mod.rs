@@ -219,11 +219,5 @@ fn post(api: &Api, path: &str, body: Vec<u8>) -> Request {
         ("mcp-protocol-version".to_string(), PROTOCOL_VERSION.to_string()),
     ];
     credential_headers(api, &mut headers);
-    Request {
-        method: "POST",
-        path,
-        authority: api.upstream.authority_or_service(),
-        headers,
-        body: Some(body),
-    }
+    Request { method: "POST", path, authority: api.upstream.authority_or_service(), headers, body: Some(body) }
 }
