@@ -13,8 +13,9 @@ use code::{code_only, without_tests};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The most `json!` the code of src/ may hold. What remains: the command-line tool's output (src/cli/),
-/// JSON Schema documents built by src/schema/, and a few one-off values (see docs/internals.md, "The wire").
+/// The most `json!` the code of src/ may hold ("under 30", issue 32). What remains: the command-line
+/// tool's reports (src/cli/, not in the .wasm), JSON Schema documents (src/openapi/, src/config/,
+/// src/tools/search/, agent/format.rs) and a few values inside src/agent/.
 const MAX_JSON_MACROS: usize = 29;
 
 #[test]
