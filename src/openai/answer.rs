@@ -140,7 +140,11 @@ pub fn completion(a: &Answer<'_>) -> Vec<u8> {
         usage: a.usage.into(),
         api_agent_steps: a.steps.as_ref(),
     };
-    serde_json::to_vec(&c).unwrap_or_default()
+    // Sized once, as the hand-written writer was: the answer is on every request's path.
+    let mut out = Vec::with_capacity(a.content.len() + 320);
+    // Typed values into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, &c);
+    out
 }
 
 /// A `chat.completion.chunk`: one choice's delta, or (`choices` empty) the usage at the end.
