@@ -6,6 +6,7 @@
 use super::fields::Fields;
 use super::{Config, ConfigError, Mode, MAX_DESCRIPTION_CHARS, MAX_NATIVE_TOOLS};
 use crate::doc::{self, json_string_contents};
+use crate::openai::message::{to_value, ChatTool};
 use crate::prompt::react::Entry;
 use crate::tools::search::{find_tools_description, find_tools_schema, Index, FIND_TOOLS};
 use crate::tools::{Catalog, Tool};
@@ -169,7 +170,8 @@ impl Config {
     pub fn native_with(&self, tools: &[&Tool]) -> Vec<Value> {
         let (description, schema) = self.find_tools();
         let mut out: Vec<Value> = tools.iter().map(|t| native_tool(t)).collect();
-        out.push(serde_json::json!({"type": "function", "function": {"name": FIND_TOOLS, "description": description, "parameters": schema}}));
+        let description = Value::String(description.into_owned());
+        out.push(to_value(&ChatTool::function(FIND_TOOLS, Some(&description), Some(&schema))));
         out
     }
 
@@ -233,6 +235,6 @@ pub fn native_tools(tools: &Catalog) -> Vec<Value> {
 /// One tool as native `tools` lists it; descriptions longer than OpenAI accepts are cut (names
 /// already fit: see `openapi::tool_name`).
 pub fn native_tool(t: &Tool) -> Value {
-    let description = cut(&t.description);
-    serde_json::json!({"type": "function", "function": {"name": t.name, "description": description, "parameters": t.schema}})
+    let description = Value::String(cut(&t.description).into());
+    to_value(&ChatTool::function(&t.name, Some(&description), Some(&t.schema)))
 }

@@ -85,9 +85,9 @@ impl RootPort for Port<'_> {
         now_ms()
     }
 
-    fn counted(&self, api: usize, outcome: &'static str) {
+    fn counted(&self, api: usize, outcome: crate::host::discovery::ListingOutcome) {
         if let Ok(mut c) = self.published.counts.lock() {
-            c.push((api, outcome));
+            c.push((api, outcome.as_str()));
         }
     }
 

@@ -164,7 +164,7 @@ impl RootPort for Root<'_> {
         now_ms()
     }
 
-    fn counted(&self, api: usize, outcome: &'static str) {
-        self.metrics.mcp_listing(self.stats, api, outcome);
+    fn counted(&self, api: usize, outcome: crate::host::discovery::ListingOutcome) {
+        self.metrics.mcp_listing(self.stats, api, outcome.as_str());
     }
 }

@@ -85,6 +85,9 @@ pub fn split_status(mut headers: Vec<(String, String)>) -> (Option<u16>, Vec<(St
     (status, headers)
 }
 
+/// Why a callout that was reset (or answered without `:status`) failed, as logs and the model read it.
+pub const RESET: &str = "no response (reset)";
+
 /// How a callout ended without a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lost {
@@ -97,7 +100,7 @@ pub enum Lost {
 impl Lost {
     pub fn failure(self) -> Failure {
         match self {
-            Lost::Reset => Failure::Broken("no response (reset)".into()),
+            Lost::Reset => Failure::Broken(RESET.into()),
             Lost::OverLimit => Failure::Broken("the reply exceeded the buffer limit".into()),
         }
     }

@@ -4,7 +4,7 @@
 //! swaps in a new configuration (catalog, prompt, native tools) in one step. A failing server keeps
 //! the tools it had (logged) and is listed again after a backoff (`Discovery`).
 
-use super::calls::Outgoing;
+use super::calls::{Outgoing, RESET};
 use super::instance::Instance;
 use crate::config::{Api, Config};
 use crate::tools::mcp::discovery::{Discovery, Outcome};
@@ -25,11 +25,32 @@ pub trait RootPort {
         use std::hash::BuildHasher;
         std::collections::hash_map::RandomState::new().hash_one(self.now_ms())
     }
-    /// One listing's outcome: `listed`, `failed` or `refused` (the `mcp_listings` metric).
-    fn counted(&self, api: usize, outcome: &'static str);
+    /// One listing's outcome (the `mcp_listings` metric).
+    fn counted(&self, api: usize, outcome: ListingOutcome);
     /// A complete list of server `apis[api]` of configuration `config` joined the catalog (a host
     /// whose workers keep their own copies of the configuration hands it on).
     fn listed(&self, _config: usize, _api: usize, _list: &serde_json::Value) {}
+}
+
+/// How one listing ended, as the `mcp_listings` metric's `outcome` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListingOutcome {
+    /// A complete list joined the catalog.
+    Listed,
+    /// The server could not be listed (it keeps its tools; listed again after a backoff).
+    Failed,
+    /// The list came but the configuration refused it (it keeps its tools).
+    Refused,
+}
+
+impl ListingOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListingOutcome::Listed => "listed",
+            ListingOutcome::Failed => "failed",
+            ListingOutcome::Refused => "refused",
+        }
+    }
 }
 
 /// A listing callout's reply: status, headers (lower case, no `:status`) and body.
@@ -95,7 +116,7 @@ impl Listings {
         let listing = &mut self.servers[i].listing;
         let outcome = match reply {
             Some((status, headers, body)) => listing.on_reply(&api, status, headers, body, now, port.random()),
-            None => listing.on_failure("no response (reset)", now),
+            None => listing.on_failure(RESET, now),
         };
         self.handle(i, outcome, port, instance);
     }
@@ -106,7 +127,7 @@ impl Listings {
             Outcome::Listed(list) => self.swap(i, &list, port, instance),
             Outcome::Failed(why) => {
                 let listing = &self.servers[i].listing;
-                port.counted(listing.api, "failed");
+                port.counted(listing.api, ListingOutcome::Failed);
                 log::warn!(
                     "MCP tools/list of apis[{}] failed: {why}; its tools stay as they were, next try in {} ms",
                     listing.api,
@@ -141,7 +162,7 @@ impl Listings {
         match cfg.with_mcp_tools(at, list) {
             Ok(next) => {
                 let names: Vec<&str> = next.tools.iter().filter(|t| t.api == at).map(|t| t.name.as_str()).collect();
-                port.counted(at, "listed");
+                port.counted(at, ListingOutcome::Listed);
                 let listing = &self.servers[i].listing;
                 let revision = listing.revision().map_or("", |r| r.version());
                 let fresh = listing.next_at.saturating_sub(port.now_ms());
@@ -155,7 +176,7 @@ impl Listings {
                 port.listed(index, at, list);
             }
             Err(e) => {
-                port.counted(at, "refused");
+                port.counted(at, ListingOutcome::Refused);
                 log::warn!("MCP tools/list of apis[{at}] refused: {e}; its tools stay as they were");
             }
         }
@@ -167,5 +188,19 @@ impl Listings {
         let cfg = instance.plugin().configs().nth(s.config).cloned()?;
         let api = cfg.apis.get(s.listing.api).cloned()?;
         Some((cfg, api))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListingOutcome;
+
+    #[test]
+    fn listing_outcomes_are_the_metric_labels_docs_name() {
+        let docs = include_str!("../../docs/operating.md");
+        let line = docs.lines().find(|l| l.starts_with("| `api_agent_mcp_listings`")).unwrap_or_default();
+        for o in [ListingOutcome::Listed, ListingOutcome::Failed, ListingOutcome::Refused] {
+            assert!(line.contains(&format!("`{}`", o.as_str())), "{o:?} not in docs/operating.md: {line}");
+        }
     }
 }

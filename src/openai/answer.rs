@@ -1,14 +1,17 @@
 //! What the client receives: a `chat.completion`, the same answer as a `chat.completion.chunk` SSE
 //! stream, or an OpenAI error object (as JSON, or as an SSE error event for streaming clients).
 
+use super::message::CallKind;
 use super::Usage;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 pub const JSON: &str = "application/json";
 pub const SSE: &str = "text/event-stream";
 
-/// Why the answer ends, as the client reads it; `as_str` is the only place its wire text is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why the answer ends, as the client reads it (its serde names and `as_str` agree: a test checks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     Stop,
     /// The loop ran out of turns (or the model kept repeating an invalid action).
@@ -45,79 +48,167 @@ pub struct Answer<'a> {
     pub reasoning: Option<&'a str>,
 }
 
-fn usage_json(u: Usage) -> Value {
-    json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens})
+/// The chat usage object (reasoning tokens are the Responses API's to report).
+#[derive(Serialize)]
+struct ChatUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
 }
 
-/// Written directly rather than built as a `Value` and serialized: the answer is on every request's path.
-pub fn completion(a: &Answer<'_>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(a.content.len() + 320);
-    out.extend_from_slice(b"{\"id\":");
-    string(&mut out, a.id);
-    out.extend_from_slice(format!(",\"object\":\"chat.completion\",\"created\":{},\"model\":", a.created).as_bytes());
-    string(&mut out, a.model);
-    out.extend_from_slice(b",\"choices\":[{\"index\":0,\"message\":");
-    match a.tool_calls {
-        Some(_) => value(&mut out, &message(a)),
-        None => {
-            out.extend_from_slice(b"{\"role\":\"assistant\",\"content\":");
-            string(&mut out, a.content);
-            if let Some(r) = a.reasoning {
-                out.extend_from_slice(b",\"reasoning_content\":");
-                string(&mut out, r);
-            }
-            out.extend_from_slice(b",\"refusal\":null}");
+impl From<Usage> for ChatUsage {
+    fn from(u: Usage) -> ChatUsage {
+        ChatUsage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total_tokens,
         }
     }
-    out.extend_from_slice(b",\"logprobs\":null,\"finish_reason\":");
-    string(&mut out, a.finish_reason.as_str());
-    out.extend_from_slice(b"}],\"usage\":");
-    value(&mut out, &usage_json(a.usage));
-    if let Some(steps) = &a.steps {
-        out.extend_from_slice(b",\"api_agent_steps\":");
-        value(&mut out, steps);
-    }
-    out.push(b'}');
+}
+
+#[derive(Serialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    Assistant,
+}
+
+/// The `chat.completion` object.
+#[derive(Serialize)]
+struct Completion<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [Choice<'a>; 1],
+    usage: ChatUsage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_agent_steps: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct Choice<'a> {
+    index: u8,
+    message: AnswerMessage<'a>,
+    logprobs: Option<()>,
+    finish_reason: FinishReason,
+}
+
+/// The answer's message: text (with the reasoning before `refusal`), or the client's tool calls
+/// (whose turn a client sends back, the reasoning with it).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AnswerMessage<'a> {
+    Text {
+        role: Role,
+        content: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<&'a str>,
+        refusal: Option<()>,
+    },
+    Calls {
+        role: Role,
+        content: Option<&'a str>,
+        refusal: Option<()>,
+        tool_calls: &'a Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<&'a str>,
+    },
+}
+
+pub fn completion(a: &Answer<'_>) -> Vec<u8> {
+    let message = match a.tool_calls {
+        Some(tool_calls) => AnswerMessage::Calls {
+            role: Role::Assistant,
+            content: Some(a.content).filter(|c| !c.is_empty()),
+            refusal: None,
+            tool_calls,
+            reasoning_content: a.reasoning,
+        },
+        None => AnswerMessage::Text {
+            role: Role::Assistant,
+            content: a.content,
+            reasoning_content: a.reasoning,
+            refusal: None,
+        },
+    };
+    let c = Completion {
+        id: a.id,
+        object: "chat.completion",
+        created: a.created,
+        model: a.model,
+        choices: [Choice { index: 0, message, logprobs: None, finish_reason: a.finish_reason }],
+        usage: a.usage.into(),
+        api_agent_steps: a.steps.as_ref(),
+    };
+    // Sized once, as the hand-written writer was: the answer is on every request's path.
+    let mut out = Vec::with_capacity(a.content.len() + 320);
+    // Typed values into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, &c);
     out
 }
 
-fn string(out: &mut Vec<u8>, s: &str) {
-    // Writing into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
+/// A `chat.completion.chunk`: one choice's delta, or (`choices` empty) the usage at the end.
+#[derive(Serialize)]
+struct Chunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: Vec<ChunkChoice<'a>>,
+    /// `null` on every chunk when the client asked for usage, the counts on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Option<ChatUsage>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_agent_steps: Option<&'a Value>,
 }
 
-fn value(out: &mut Vec<u8>, v: &Value) {
-    let _ = serde_json::to_writer(&mut *out, v);
+#[derive(Serialize)]
+struct ChunkChoice<'a> {
+    index: u8,
+    delta: Delta<'a>,
+    logprobs: Option<()>,
+    finish_reason: Option<FinishReason>,
 }
 
-fn message(a: &Answer<'_>) -> Value {
-    match a.tool_calls {
-        Some(calls) => {
-            let content = if a.content.is_empty() { Value::Null } else { json!(a.content) };
-            let mut m = json!({"role": "assistant", "content": content, "refusal": null, "tool_calls": calls});
-            if let Some(r) = a.reasoning {
-                // A client that sends this turn back (its own tools) must carry the reasoning with it.
-                m["reasoning_content"] = json!(r);
-            }
-            m
-        }
-        None => json!({"role": "assistant", "content": a.content, "refusal": null}),
-    }
+#[derive(Serialize, Default)]
+struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<Role>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[CallDelta<'a>; 1]>,
+}
+
+/// A tool call whole in one delta, by its index.
+#[derive(Serialize)]
+struct CallDelta<'a> {
+    index: usize,
+    id: Option<&'a Value>,
+    #[serde(rename = "type")]
+    kind: CallKind,
+    function: FunctionDelta<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionDelta<'a> {
+    name: Option<&'a Value>,
+    arguments: Option<&'a Value>,
 }
 
 /// Each tool call as one `delta.tool_calls` entry, by index, as OpenAI streams them.
-fn tool_call_deltas(calls: Option<&Value>) -> Vec<Value> {
-    let Some(Value::Array(calls)) = calls else {
-        return Vec::new();
-    };
-    calls
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            json!({"tool_calls": [{"index": i, "id": c.get("id"), "type": "function",
-                "function": {"name": c.pointer("/function/name"), "arguments": c.pointer("/function/arguments")}}]})
-        })
-        .collect()
+fn tool_call_deltas(calls: Option<&Value>) -> impl Iterator<Item = Delta<'_>> {
+    calls.and_then(Value::as_array).into_iter().flatten().enumerate().map(|(index, c)| Delta {
+        tool_calls: Some([CallDelta {
+            index,
+            id: c.get("id"),
+            kind: CallKind::Function,
+            function: FunctionDelta { name: c.pointer("/function/name"), arguments: c.pointer("/function/arguments") },
+        }]),
+        ..Delta::default()
+    })
 }
 
 /// What every chunk of one answer's stream repeats.
@@ -131,31 +222,35 @@ pub struct ChunkHead<'a> {
     pub include_usage: bool,
 }
 
-impl ChunkHead<'_> {
-    fn chunk(&self, delta: Value, finish: Value) -> Value {
-        let mut c = json!({
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
-        });
-        if self.include_usage {
-            c["usage"] = Value::Null;
+impl<'h> ChunkHead<'h> {
+    fn chunk<'a>(&self, delta: Delta<'a>, finish_reason: Option<FinishReason>) -> Chunk<'a>
+    where
+        'h: 'a,
+    {
+        Chunk {
+            id: self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: self.model,
+            choices: vec![ChunkChoice { index: 0, delta, logprobs: None, finish_reason }],
+            usage: self.include_usage.then_some(None),
+            api_agent_steps: None,
         }
-        c
     }
 
     /// The first event of a stream: the assistant's role.
     pub fn role_event(&self) -> Vec<u8> {
-        event(&self.chunk(json!({"role": "assistant", "content": ""}), Value::Null))
+        event(&self.chunk(Delta { role: Some(Role::Assistant), content: Some(""), ..Delta::default() }, None))
     }
 
     /// One content delta.
     pub fn content_event(&self, text: &str) -> Vec<u8> {
-        event(&self.chunk(json!({"content": text}), Value::Null))
+        event(&self.chunk(Delta { content: Some(text), ..Delta::default() }, None))
     }
 
     /// One reasoning delta: the model's thinking, before its content.
     pub fn reasoning_event(&self, text: &str) -> Vec<u8> {
-        event(&self.chunk(json!({"reasoning_content": text}), Value::Null))
+        event(&self.chunk(Delta { reasoning_content: Some(text), ..Delta::default() }, None))
     }
 }
 
@@ -176,31 +271,31 @@ pub fn chunks(a: &Answer<'_>, include_usage: bool) -> Vec<u8> {
 pub fn rest(a: &Answer<'_>, head: &ChunkHead<'_>, content: &str) -> Vec<u8> {
     let mut events = Vec::new();
     if !content.is_empty() || (a.tool_calls.is_none() && a.content.is_empty()) {
-        events.push(head.chunk(json!({"content": content}), Value::Null));
+        events.push(head.chunk(Delta { content: Some(content), ..Delta::default() }, None));
     }
-    events.extend(tool_call_deltas(a.tool_calls).into_iter().map(|d| head.chunk(d, Value::Null)));
-    events.push(head.chunk(json!({}), json!(a.finish_reason.as_str())));
+    events.extend(tool_call_deltas(a.tool_calls).map(|d| head.chunk(d, None)));
+    events.push(head.chunk(Delta::default(), Some(a.finish_reason)));
     if head.include_usage {
-        events.push(json!({
-            "id": head.id, "object": "chat.completion.chunk", "created": head.created, "model": head.model,
-            "choices": [], "usage": usage_json(a.usage),
-        }));
+        let mut last = head.chunk(Delta::default(), None);
+        last.choices.clear();
+        last.usage = Some(Some(a.usage.into()));
+        events.push(last);
     }
-    if let (Some(steps), Some(Value::Object(last))) = (&a.steps, events.last_mut()) {
+    if let Some(last) = events.last_mut() {
         // On the last chunk before [DONE]: clients ignore unknown fields.
-        last.insert("api_agent_steps".into(), steps.clone());
+        last.api_agent_steps = a.steps.as_ref();
     }
     let mut out = Vec::with_capacity(content.len() * 2 + 512);
-    for e in events {
-        push_event(&mut out, &e.to_string());
+    for e in &events {
+        push_event(&mut out, &serde_json::to_vec(e).unwrap_or_default());
     }
-    push_event(&mut out, "[DONE]");
+    push_event(&mut out, b"[DONE]");
     out
 }
 
-fn event(v: &Value) -> Vec<u8> {
+fn event(chunk: &Chunk<'_>) -> Vec<u8> {
     let mut out = Vec::new();
-    push_event(&mut out, &v.to_string());
+    push_event(&mut out, &serde_json::to_vec(chunk).unwrap_or_default());
     out
 }
 
@@ -214,7 +309,21 @@ pub fn error(message: &str, kind: &str, code: &str) -> Value {
 
 /// An error about the request field `param`.
 pub fn error_at(message: &str, kind: &str, code: &str, param: Option<&str>) -> Value {
-    json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
+    super::message::to_value(&ErrorObject { error: ErrorBody { message, kind, param, code } })
+}
+
+#[derive(Serialize)]
+struct ErrorObject<'a> {
+    error: ErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    message: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    param: Option<&'a str>,
+    code: &'a str,
 }
 
 /// An error in the body of a response whose status 200 is already out: the error object with
@@ -230,13 +339,13 @@ pub fn late_error(mut err: Value) -> Vec<u8> {
 
 pub fn error_sse(err: &Value) -> Vec<u8> {
     let mut out = Vec::new();
-    push_event(&mut out, &err.to_string());
-    push_event(&mut out, "[DONE]");
+    push_event(&mut out, err.to_string().as_bytes());
+    push_event(&mut out, b"[DONE]");
     out
 }
 
-fn push_event(out: &mut Vec<u8>, data: &str) {
+fn push_event(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"data: ");
-    out.extend_from_slice(data.as_bytes());
+    out.extend_from_slice(data);
     out.extend_from_slice(b"\n\n");
 }

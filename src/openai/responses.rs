@@ -5,10 +5,14 @@
 //! model unchanged, as chat requests' do.
 
 use super::fields::{self, check_tool_name, Invalid};
+use super::message::{
+    to_value, CallKind, ChatMessage, ChatTool, ClientCall, Content, FileData, FunctionCall, FunctionDef, ImageUrl,
+    JsonSchemaFormat, Part, ResponseFormat, ToolChoice,
+};
 use super::responses_out::Echo;
 use super::ChatRequest;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// Why a Responses request is refused (a 400).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +121,7 @@ pub fn translate(body: &[u8]) -> Result<(ChatRequest, Echo), RequestError> {
         t.chat.insert("model".into(), model);
     }
     let messages = t.messages(req.instructions, req.input)?;
-    t.chat.insert("messages".into(), Value::Array(messages));
+    t.chat.insert("messages".into(), to_value(&messages));
     t.tools(req.tools, req.tool_choice)?;
     t.controls(req.max_output_tokens, req.reasoning, req.text)?;
     match req.stream {
@@ -142,17 +146,21 @@ struct Translation {
 
 impl Translation {
     /// `instructions` as the first system message, then the input.
-    fn messages(&mut self, instructions: Option<Value>, input: Option<Input>) -> Result<Vec<Value>, RequestError> {
+    fn messages(
+        &mut self,
+        instructions: Option<Value>,
+        input: Option<Input>,
+    ) -> Result<Vec<ChatMessage>, RequestError> {
         let mut messages = Vec::new();
         if let Some(instructions) = instructions.filter(|v| !v.is_null()) {
             let Value::String(text) = &instructions else {
                 return Err(invalid("instructions", "'instructions' must be a string"));
             };
-            messages.push(json!({"role": "system", "content": text}));
+            messages.push(ChatMessage::System { content: Content::Text(text.clone()) });
             self.echo.fields.insert("instructions".into(), instructions);
         }
         match input {
-            Some(Input::Text(text)) => messages.push(json!({"role": "user", "content": text})),
+            Some(Input::Text(text)) => messages.push(ChatMessage::User { content: Content::Text(text) }),
             Some(Input::Items(items)) => messages.extend(items_to_messages(&items)?),
             None => return Err(invalid("input", "'input' is required")),
         }
@@ -166,13 +174,13 @@ impl Translation {
         let chat_tools = function_tools(&tools)?;
         let chat_choice = choice.as_ref().map(tool_choice).transpose()?;
         if !chat_tools.is_empty() {
-            self.chat.insert("tools".into(), Value::Array(chat_tools));
+            self.chat.insert("tools".into(), to_value(&chat_tools));
             if let Some(choice) = chat_choice {
-                self.chat.insert("tool_choice".into(), choice);
+                self.chat.insert("tool_choice".into(), choice.into());
             }
         }
         self.echo.fields.insert("tools".into(), Value::Array(tools));
-        self.echo.fields.insert("tool_choice".into(), choice.unwrap_or(json!("auto")));
+        self.echo.fields.insert("tool_choice".into(), choice.unwrap_or_else(|| "auto".into()));
         Ok(())
     }
 
@@ -232,8 +240,8 @@ fn refuse_state(extra: &Map<String, Value>) -> Result<(), RequestError> {
 /// The input items as chat messages: consecutive `function_call` items (and the assistant text
 /// before them) make one assistant message with `tool_calls`. Each call is answered by one
 /// `function_call_output` after it, as a chat model needs.
-fn items_to_messages(items: &[Value]) -> Result<Vec<Value>, RequestError> {
-    let mut out: Vec<Value> = Vec::with_capacity(items.len());
+fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, RequestError> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(items.len());
     // The items of the calls not answered yet.
     let mut open: Vec<usize> = Vec::new();
     let id_of = |k: usize| items[k].get("call_id").and_then(Value::as_str).unwrap_or("");
@@ -251,12 +259,12 @@ fn items_to_messages(items: &[Value]) -> Result<Vec<Value>, RequestError> {
                 open.push(i);
             }
             Some("function_call_output") => {
-                let output = call_output(item).map_err(at)?;
-                let id = output["tool_call_id"].as_str().unwrap_or("");
+                let (id, output) = call_output(item).map_err(at)?;
                 let Some(k) = open.iter().position(|&k| id_of(k) == id) else {
                     let why = format!("'call_id' '{}' matches no earlier unanswered function_call", short(id));
                     return Err(at(invalid("call_id", why)));
                 };
+                let output = ChatMessage::Tool { tool_call_id: id.to_string(), content: output };
                 open.remove(k);
                 out.push(output);
             }
@@ -286,21 +294,28 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, RequestError> {
 }
 
 /// A `message` item: its role, and its content as a string or chat content parts.
-fn message(item: &Value) -> Result<Value, RequestError> {
+fn message(item: &Value) -> Result<ChatMessage, RequestError> {
     let role = match str_field(item, "role")? {
         r @ ("user" | "system" | "developer" | "assistant") => r,
         other => return Err(invalid("role", format!("unknown role '{other}'"))),
     };
     let in_content = |e: RequestError| e.within("content");
     let content = match item.get("content") {
-        Some(Value::String(s)) => Value::String(s.clone()),
-        Some(Value::Array(parts)) if role == "assistant" => Value::String(assistant_text(parts).map_err(in_content)?),
+        Some(Value::String(s)) => Content::Text(s.clone()),
+        Some(Value::Array(parts)) if role == "assistant" => Content::Text(assistant_text(parts).map_err(in_content)?),
         Some(Value::Array(parts)) => {
-            Value::Array(parts.iter().map(part).collect::<Result<_, _>>().map_err(in_content)?)
+            Content::Parts(parts.iter().map(part).collect::<Result<_, _>>().map_err(in_content)?)
         }
         _ => return Err(invalid("content", "'content' must be a string or an array of parts")),
     };
-    Ok(json!({"role": role, "content": content}))
+    Ok(match (role, content) {
+        ("assistant", Content::Text(text)) => {
+            ChatMessage::Assistant { content: Some(text), tool_calls: Vec::new(), reasoning_content: None }
+        }
+        ("system", content) => ChatMessage::System { content },
+        ("developer", content) => ChatMessage::Developer { content },
+        (_, content) => ChatMessage::User { content },
+    })
 }
 
 /// An earlier answer's parts (`output_text`, `refusal`) as one text.
@@ -319,21 +334,22 @@ fn assistant_text(parts: &[Value]) -> Result<String, RequestError> {
 }
 
 /// A user or system content part as the chat part it means.
-fn part(p: &Value) -> Result<Value, RequestError> {
+fn part(p: &Value) -> Result<Part, RequestError> {
     match p.get("type").and_then(Value::as_str) {
-        Some("input_text" | "output_text") => Ok(json!({"type": "text", "text": str_field(p, "text")?})),
+        Some("input_text" | "output_text") => Ok(Part::Text { text: str_field(p, "text")?.to_string() }),
         Some("input_image") => match p.get("image_url").and_then(Value::as_str) {
-            Some(url) => Ok(
-                json!({"type": "image_url", "image_url": {"url": url, "detail": p.get("detail").cloned().unwrap_or(json!("auto"))}}),
-            ),
+            Some(url) => {
+                let detail = p.get("detail").cloned().unwrap_or_else(|| "auto".into());
+                Ok(Part::ImageUrl { image_url: ImageUrl { url: url.to_string(), detail: Some(detail) } })
+            }
             None => {
                 Err(invalid("image_url", "an 'input_image' part needs an 'image_url' (file ids need stored files)"))
             }
         },
         Some("input_file") => match (p.get("file_data"), p.get("filename")) {
-            (Some(Value::String(data)), name) => Ok(
-                json!({"type": "file", "file": {"file_data": data, "filename": name.cloned().unwrap_or(Value::Null)}}),
-            ),
+            (Some(Value::String(data)), name) => Ok(Part::File {
+                file: FileData { file_data: data.clone(), filename: name.cloned().unwrap_or(Value::Null) },
+            }),
             _ => Err(invalid(
                 "file_data",
                 "an 'input_file' part needs 'file_data' (file ids and URLs need stored files)",
@@ -345,28 +361,20 @@ fn part(p: &Value) -> Result<Value, RequestError> {
 }
 
 /// A `function_call` item: a tool call of the assistant message before it, or of a new one.
-fn push_call(out: &mut Vec<Value>, item: &Value) -> Result<(), RequestError> {
+fn push_call(out: &mut Vec<ChatMessage>, item: &Value) -> Result<(), RequestError> {
     let (id, name) = (str_field(item, "call_id")?, str_field(item, "name")?);
     check_tool_name(name).map_err(|why| invalid("name", why))?;
-    let call = json!({"id": id, "type": "function",
-        "function": {"name": name, "arguments": str_field(item, "arguments")?}});
-    let last_is_assistant = out.last().is_some_and(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
-    if !last_is_assistant {
-        out.push(json!({"role": "assistant", "content": null}));
-    }
-    if let Some(Value::Object(m)) = out.last_mut() {
-        match m.get_mut("tool_calls") {
-            Some(Value::Array(calls)) => calls.push(call),
-            _ => {
-                m.insert("tool_calls".into(), json!([call]));
-            }
-        }
+    let function = FunctionCall { name: name.to_string(), arguments: str_field(item, "arguments")?.to_string() };
+    let call = ClientCall { id: id.to_string(), kind: CallKind::Function, function };
+    match out.last_mut() {
+        Some(ChatMessage::Assistant { tool_calls, .. }) => tool_calls.push(call),
+        _ => out.push(ChatMessage::Assistant { content: None, tool_calls: vec![call], reasoning_content: None }),
     }
     Ok(())
 }
 
-/// A `function_call_output` item: the `tool` message of its call.
-fn call_output(item: &Value) -> Result<Value, RequestError> {
+/// A `function_call_output` item: its call's id and its output (the `tool` message of its call).
+fn call_output(item: &Value) -> Result<(&str, String), RequestError> {
     let output = match item.get("output") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => {
@@ -374,11 +382,11 @@ fn call_output(item: &Value) -> Result<Value, RequestError> {
         }
         _ => return Err(invalid("output", "'output' must be a string or an array of parts")),
     };
-    Ok(json!({"role": "tool", "tool_call_id": str_field(item, "call_id")?, "content": output}))
+    Ok((str_field(item, "call_id")?, output))
 }
 
 /// The client's `function` tools as chat tools; any other type is a tool the provider hosts.
-fn function_tools(tools: &[Value]) -> Result<Vec<Value>, RequestError> {
+fn function_tools(tools: &[Value]) -> Result<Vec<ChatTool<'_>>, RequestError> {
     tools.iter().enumerate().map(|(i, t)| function_tool(t).map_err(|e| e.within(&format!("tools[{i}]")))).collect()
 }
 
@@ -386,7 +394,7 @@ fn function_tools(tools: &[Value]) -> Result<Vec<Value>, RequestError> {
 const TOOL: [(&str, fields::Kind); 3] =
     [("description", fields::Kind::Text), ("parameters", fields::Kind::Object), ("strict", fields::Kind::Flag)];
 
-fn function_tool(t: &Value) -> Result<Value, RequestError> {
+fn function_tool(t: &Value) -> Result<ChatTool<'_>, RequestError> {
     let Value::Object(tool) = t else {
         return Err(invalid("", "a tool must be an object"));
     };
@@ -398,23 +406,25 @@ fn function_tool(t: &Value) -> Result<Value, RequestError> {
     let name = str_field(t, "name")?;
     check_tool_name(name).map_err(|why| invalid("name", why))?;
     fields::check(tool, &TOOL)?;
-    let mut f = Map::new();
-    f.insert("name".into(), json!(name));
-    for (key, _) in TOOL {
-        if let Some(v) = t.get(key).filter(|v| !v.is_null()) {
-            f.insert(key.into(), v.clone());
-        }
-    }
-    Ok(json!({"type": "function", "function": f}))
+    let given = |key: &str| t.get(key).filter(|v| !v.is_null());
+    let function = FunctionDef {
+        name,
+        description: given("description"),
+        parameters: given("parameters"),
+        strict: given("strict"),
+    };
+    Ok(ChatTool { kind: CallKind::Function, function })
 }
 
 /// `auto`, `none`, `required`, or one function by name.
-fn tool_choice(choice: &Value) -> Result<Value, RequestError> {
+fn tool_choice(choice: &Value) -> Result<ToolChoice, RequestError> {
     match choice {
-        Value::String(s) if ["auto", "none", "required"].contains(&s.as_str()) => Ok(choice.clone()),
+        Value::String(s) if s == "auto" => Ok(ToolChoice::Auto),
+        Value::String(s) if s == "none" => Ok(ToolChoice::None),
+        Value::String(s) if s == "required" => Ok(ToolChoice::Required),
         Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
             let name = str_field(choice, "name").map_err(|e| e.within("tool_choice"))?;
-            Ok(json!({"type": "function", "function": {"name": name}}))
+            Ok(ToolChoice::function(name))
         }
         _ => Err(invalid("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or {type: function, name}")),
     }
@@ -428,7 +438,7 @@ fn reasoning(r: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestErro
     match r.get("effort") {
         None | Some(Value::Null) => Ok(()),
         Some(Value::String(effort)) => {
-            chat.insert("reasoning_effort".into(), json!(effort));
+            chat.insert("reasoning_effort".into(), Value::String(effort.clone()));
             Ok(())
         }
         Some(_) => Err(invalid("reasoning.effort", "'reasoning.effort' must be a string")),
@@ -448,22 +458,17 @@ fn text_config(t: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestEr
     };
     let rf = match format.get("type").and_then(Value::as_str) {
         Some("text") => return Ok(()),
-        Some("json_object") => json!({"type": "json_object"}),
+        Some("json_object") => ResponseFormat::JsonObject,
         Some("json_schema") => {
             let schema = format.get("schema").filter(|s| s.is_object());
             let schema =
                 schema.ok_or_else(|| invalid("text.format.schema", "'text.format.schema' must be an object"))?;
-            let name = format.get("name").filter(|v| !v.is_null()).cloned().unwrap_or(json!("answer"));
+            let name = format.get("name").filter(|v| !v.is_null()).cloned().unwrap_or_else(|| "answer".into());
             if !name.is_string() {
                 return Err(invalid("text.format.name", "'text.format.name' must be a string"));
             }
-            let mut js = Map::new();
-            js.insert("name".into(), name);
-            js.insert("schema".into(), schema.clone());
-            if let Some(strict) = format.get("strict").filter(|v| !v.is_null()) {
-                js.insert("strict".into(), strict.clone());
-            }
-            json!({"type": "json_schema", "json_schema": js})
+            let strict = format.get("strict").filter(|v| !v.is_null()).cloned();
+            ResponseFormat::JsonSchema { json_schema: JsonSchemaFormat { name, schema: schema.clone(), strict } }
         }
         _ => {
             return Err(invalid(
@@ -472,6 +477,6 @@ fn text_config(t: &Value, chat: &mut Map<String, Value>) -> Result<(), RequestEr
             ))
         }
     };
-    chat.insert("response_format".into(), rf);
+    chat.insert("response_format".into(), to_value(&rf));
     Ok(())
 }

@@ -5,7 +5,8 @@
 
 use super::answer::{Answer, FinishReason};
 use super::Usage;
-use serde_json::{json, Map, Value};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 /// What the answer repeats from the request (`instructions`, `tools`, `metadata`, `text`, …).
 #[derive(Debug, Clone, Default)]
@@ -16,7 +17,8 @@ pub struct Echo {
 }
 
 /// A response's state, as its `status` says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Status {
     InProgress,
     Completed,
@@ -26,15 +28,6 @@ pub enum Status {
 }
 
 impl Status {
-    fn as_str(self) -> &'static str {
-        match self {
-            Status::InProgress => "in_progress",
-            Status::Completed => "completed",
-            Status::Incomplete => "incomplete",
-            Status::Failed => "failed",
-        }
-    }
-
     /// An answer cut by the loop's limit is `incomplete`; the client's calls end it as `completed`.
     pub fn of(reason: FinishReason) -> Status {
         match reason {
@@ -45,12 +38,170 @@ impl Status {
 }
 
 /// The Responses usage object: chat's counts under Responses names.
-pub fn usage(u: Usage) -> Value {
-    json!({
-        "input_tokens": u.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": u.completion_tokens, "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
-        "total_tokens": u.total_tokens,
-    })
+#[derive(serde::Serialize)]
+struct ResponsesUsage {
+    input_tokens: u64,
+    input_tokens_details: Cached,
+    output_tokens: u64,
+    output_tokens_details: Reasoned,
+    total_tokens: u64,
+}
+
+#[derive(serde::Serialize)]
+struct Cached {
+    cached_tokens: u64,
+}
+
+#[derive(serde::Serialize)]
+struct Reasoned {
+    reasoning_tokens: u64,
+}
+
+impl From<Usage> for ResponsesUsage {
+    fn from(u: Usage) -> ResponsesUsage {
+        ResponsesUsage {
+            input_tokens: u.prompt_tokens,
+            input_tokens_details: Cached { cached_tokens: 0 },
+            output_tokens: u.completion_tokens,
+            output_tokens_details: Reasoned { reasoning_tokens: u.reasoning_tokens },
+            total_tokens: u.total_tokens,
+        }
+    }
+}
+
+/// An empty JSON array (`summary`, `annotations`, `logprobs`: the gateway has none to give).
+type None_ = [u8; 0];
+
+/// An output item, as the stream sends it and the final object lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Item {
+    Reasoning { id: String, summary: None_, content: Vec<ReasoningText>, status: Status },
+    Message { id: String, status: Status, role: Role, content: Vec<TextPart> },
+    FunctionCall { id: String, call_id: String, name: Value, arguments: Value, status: Status },
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    Assistant,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "type", rename = "reasoning_text")]
+struct ReasoningText {
+    text: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "type", rename = "output_text")]
+struct TextPart {
+    text: String,
+    annotations: None_,
+    logprobs: None_,
+}
+
+fn text_part(text: &str) -> TextPart {
+    TextPart { text: text.to_string(), annotations: [], logprobs: [] }
+}
+
+/// A response's `error`: the chat error object's code and message.
+#[derive(Debug, Clone, serde::Serialize)]
+struct ResponseError {
+    code: Value,
+    message: Value,
+}
+
+/// The chat error object `{"error": {message, type, code}}` as a response's `error`.
+fn error_of(err: &Value) -> ResponseError {
+    let e = err.get("error").unwrap_or(err);
+    let field = |key: &str, default: &str| e.get(key).cloned().unwrap_or_else(|| Value::String(default.into()));
+    ResponseError { code: field("code", "api_error"), message: field("message", "") }
+}
+
+#[derive(serde::Serialize)]
+struct Incomplete {
+    reason: &'static str,
+}
+
+/// The `response` object.
+#[derive(serde::Serialize)]
+struct Response<'a> {
+    id: &'a str,
+    object: &'static str,
+    created_at: u64,
+    status: Status,
+    error: Option<ResponseError>,
+    incomplete_details: Option<Incomplete>,
+    model: &'a str,
+    output: &'a [Item],
+    output_text: String,
+    tools: Or<'a, None_>,
+    tool_choice: Or<'a, &'static str>,
+    parallel_tool_calls: Or<'a, bool>,
+    #[serde(flatten)]
+    echo: Echoed<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<ResponsesUsage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_agent_steps: Option<&'a Value>,
+}
+
+/// A field the request echoes, or its default.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Or<'a, T> {
+    Sent(&'a Value),
+    Default(T),
+}
+
+fn echoed<'a, T>(fields: &'a Map<String, Value>, key: &str, default: T) -> Or<'a, T> {
+    fields.get(key).map_or(Or::Default(default), Or::Sent)
+}
+
+/// The rest of what the request echoes, after the fields `Response` names: in the request's order,
+/// with `store` always false (appended when the client did not send it).
+struct Echoed<'a>(&'a Map<String, Value>);
+
+/// The echoed fields `Response` writes in their own place.
+const PLACED: [&str; 3] = ["tools", "tool_choice", "parallel_tool_calls"];
+
+impl Serialize for Echoed<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.0.iter().filter(|(k, _)| !PLACED.contains(&k.as_str())) {
+            match k.as_str() {
+                "store" => m.serialize_entry(k, &false)?,
+                _ => m.serialize_entry(k, v)?,
+            }
+        }
+        if !self.0.contains_key("store") {
+            m.serialize_entry("store", &false)?;
+        }
+        m.end()
+    }
+}
+
+/// An event's payload; `Events::frame` adds its `type` and `sequence_number` after these fields.
+#[allow(clippy::large_enum_variant)] // written at once, never kept: no boxing
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Payload<'a> {
+    Response { response: Response<'a> },
+    Item { output_index: usize, item: &'a Item },
+    Part { item_id: &'a str, output_index: usize, content_index: u8, part: TextPart },
+    Delta { item_id: &'a str, output_index: usize, content_index: u8, delta: &'a str },
+    Text { item_id: &'a str, output_index: usize, content_index: u8, text: &'a str },
+    TextDelta { item_id: &'a str, output_index: usize, content_index: u8, delta: &'a str, logprobs: None_ },
+    TextDone { item_id: &'a str, output_index: usize, content_index: u8, text: &'a str, logprobs: None_ },
+    ArgsDelta { item_id: &'a str, output_index: usize, delta: &'a Value },
+    ArgsDone { item_id: &'a str, output_index: usize, name: &'a Value, arguments: &'a Value },
+}
+
+/// How the stream ends.
+struct End<'a> {
+    usage: &'a Usage,
+    steps: Option<&'a Value>,
 }
 
 /// One answer's event stream, and the `response` object it ends with.
@@ -63,7 +214,7 @@ pub struct Events {
     echo: Echo,
     seq: u64,
     /// The items sent whole (`output_item.done`), in order.
-    done: Vec<Value>,
+    done: Vec<Item>,
     /// The reasoning item being streamed: its text so far.
     reasoning: Option<String>,
     /// The message item being streamed: its text so far.
@@ -81,126 +232,126 @@ impl Events {
     }
 
     /// The `response` object with this status and output.
-    pub fn object(&self, status: Status, output: Vec<Value>, end: Option<(&Usage, Option<&Value>)>) -> Value {
-        let mut o = Map::new();
-        o.insert("id".into(), json!(self.id));
-        o.insert("object".into(), json!("response"));
-        o.insert("created_at".into(), json!(self.created_at));
-        o.insert("status".into(), json!(status.as_str()));
-        o.insert("error".into(), Value::Null);
-        let incomplete = (status == Status::Incomplete).then(|| json!({"reason": "max_output_tokens"}));
-        o.insert("incomplete_details".into(), incomplete.unwrap_or(Value::Null));
-        o.insert("model".into(), json!(self.model));
-        let text: String = output
+    fn object<'a>(&'a self, status: Status, output: &'a [Item], end: Option<End<'a>>) -> Response<'a> {
+        let output_text: String = output
             .iter()
-            .filter(|i| i["type"] == "message")
-            .filter_map(|i| i.pointer("/content/0/text").and_then(Value::as_str))
+            .filter_map(|i| match i {
+                Item::Message { content, .. } => content.first().map(|p| p.text.as_str()),
+                _ => None,
+            })
             .collect();
-        o.insert("output".into(), Value::Array(output));
-        o.insert("output_text".into(), json!(text));
-        for (key, default) in
-            [("tools", json!([])), ("tool_choice", json!("auto")), ("parallel_tool_calls", json!(true))]
-        {
-            o.insert(key.into(), self.echo.fields.get(key).cloned().unwrap_or(default));
+        let fields = &self.echo.fields;
+        Response {
+            id: &self.id,
+            object: "response",
+            created_at: self.created_at,
+            status,
+            error: None,
+            incomplete_details: (status == Status::Incomplete).then_some(Incomplete { reason: "max_output_tokens" }),
+            model: &self.model,
+            output,
+            output_text,
+            tools: echoed(fields, "tools", []),
+            tool_choice: echoed(fields, "tool_choice", "auto"),
+            parallel_tool_calls: echoed(fields, "parallel_tool_calls", true),
+            echo: Echoed(fields),
+            usage: end.as_ref().map(|e| ResponsesUsage::from(*e.usage)),
+            api_agent_steps: end.and_then(|e| e.steps),
         }
-        for (k, v) in &self.echo.fields {
-            o.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        o.insert("store".into(), json!(false));
-        if let Some((u, steps)) = end {
-            o.insert("usage".into(), usage(*u));
-            if let Some(steps) = steps {
-                o.insert("api_agent_steps".into(), steps.clone());
-            }
-        }
-        Value::Object(o)
     }
 
     /// The answer as one `response` object (no stream).
     pub fn whole(&self, a: &Answer<'_>) -> Vec<u8> {
         let mut output = Vec::new();
         if let Some(r) = a.reasoning.filter(|r| !r.is_empty()) {
-            output.push(self.reasoning_item(r, "completed"));
+            output.push(self.reasoning_item(r, Status::Completed));
         }
         if !a.content.is_empty() || a.tool_calls.is_none() {
-            output.push(self.message_item(a.content, "completed"));
+            output.push(self.message_item(a.content, Status::Completed));
         }
-        output.extend(calls(a.tool_calls).map(|(i, c)| self.call_item(i, c, "completed")));
-        self.object(Status::of(a.finish_reason), output, Some((&a.usage, a.steps.as_ref()))).to_string().into_bytes()
+        output.extend(calls(a.tool_calls).map(|(i, c)| self.call_item(i, c, Status::Completed)));
+        let end = End { usage: &a.usage, steps: a.steps.as_ref() };
+        to_vec(&self.object(Status::of(a.finish_reason), &output, Some(end)))
     }
 
     /// A failure after the client's 200: a `failed` response object with the error.
     pub fn failed_object(&self, err: &Value) -> Vec<u8> {
-        let mut o = self.object(Status::Failed, Vec::new(), None);
-        o["error"] = error_of(err);
-        o.to_string().into_bytes()
+        let mut o = self.object(Status::Failed, &[], None);
+        o.error = Some(error_of(err));
+        to_vec(&o)
     }
 
     fn item_id(&self, prefix: &str) -> String {
         format!("{prefix}_{}", self.id.trim_start_matches("resp_"))
     }
 
-    fn reasoning_item(&self, text: &str, status: &str) -> Value {
-        let content = if text.is_empty() { json!([]) } else { json!([{"type": "reasoning_text", "text": text}]) };
-        json!({"type": "reasoning", "id": self.item_id("rs"), "summary": [], "content": content, "status": status})
+    fn reasoning_item(&self, text: &str, status: Status) -> Item {
+        let content = if text.is_empty() { Vec::new() } else { vec![ReasoningText { text: text.to_string() }] };
+        Item::Reasoning { id: self.item_id("rs"), summary: [], content, status }
     }
 
-    fn message_item(&self, text: &str, status: &str) -> Value {
-        let content = if status == "in_progress" { json!([]) } else { json!([text_part(text)]) };
-        json!({"type": "message", "id": self.item_id("msg"), "status": status, "role": "assistant", "content": content})
+    fn message_item(&self, text: &str, status: Status) -> Item {
+        let content = if status == Status::InProgress { Vec::new() } else { vec![text_part(text)] };
+        Item::Message { id: self.item_id("msg"), status, role: Role::Assistant, content }
     }
 
-    fn call_item(&self, i: usize, c: &Value, status: &str) -> Value {
-        let call_id = c.get("id").and_then(Value::as_str).unwrap_or_default();
-        let args = if status == "in_progress" {
-            json!("")
-        } else {
-            c.pointer("/function/arguments").cloned().unwrap_or(json!(""))
+    fn call_item(&self, i: usize, c: &Value, status: Status) -> Item {
+        let call_id = c.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let args = match status {
+            Status::InProgress => None,
+            _ => c.pointer("/function/arguments").cloned(),
         };
-        json!({"type": "function_call", "id": format!("{}_{i}", self.item_id("fc")), "call_id": call_id,
-            "name": c.pointer("/function/name"), "arguments": args, "status": status})
+        Item::FunctionCall {
+            id: format!("{}_{i}", self.item_id("fc")),
+            call_id,
+            name: c.pointer("/function/name").cloned().unwrap_or(Value::Null),
+            arguments: args.unwrap_or_else(|| Value::String(String::new())),
+            status,
+        }
     }
 
-    fn event(&mut self, kind: &str, mut data: Value) -> Vec<u8> {
-        data["type"] = json!(kind);
-        data["sequence_number"] = json!(self.seq);
-        self.seq += 1;
-        let mut out = Vec::with_capacity(64);
+    /// One event: its payload's fields (`data`, a JSON object), then its `type` and `sequence_number`.
+    fn frame(&mut self, kind: &str, mut data: Vec<u8>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(data.len() + kind.len() * 2 + 48);
         out.extend_from_slice(format!("event: {kind}\ndata: ").as_bytes());
-        let _ = serde_json::to_writer(&mut out, &data);
-        out.extend_from_slice(b"\n\n");
+        data.pop();
+        out.extend_from_slice(&data);
+        out.extend_from_slice(format!(",\"type\":\"{kind}\",\"sequence_number\":{}}}\n\n", self.seq).as_bytes());
+        self.seq += 1;
         out
+    }
+
+    fn item_event(&mut self, kind: &str, output_index: usize, item: &Item) -> Vec<u8> {
+        self.frame(kind, to_vec(&Payload::Item { output_index, item }))
     }
 
     /// The stream's first events: the response is created and in progress.
     pub fn open(&mut self) -> Vec<u8> {
-        let o = self.object(Status::InProgress, Vec::new(), None);
-        let mut out = self.event("response.created", json!({"response": o}));
-        out.extend(self.event("response.in_progress", json!({"response": o})));
+        let o = to_vec(&Payload::Response { response: self.object(Status::InProgress, &[], None) });
+        let mut out = self.frame("response.created", o.clone());
+        out.extend(self.frame("response.in_progress", o));
         out
     }
 
     /// A piece of the model's thinking, in the reasoning item (opened first). Thinking that comes after
     /// answer text has begun stays out of the stream: one reasoning item precedes the message.
     pub fn reasoning(&mut self, text: &str) -> Vec<u8> {
-        if self.text.is_some() || self.done.iter().any(|i| i["type"] == "message") {
+        if self.text.is_some() || self.done.iter().any(|i| matches!(i, Item::Message { .. })) {
             return Vec::new();
         }
         let index = self.done.len();
         let mut out = Vec::new();
         if self.reasoning.is_none() {
-            let item = self.reasoning_item("", "in_progress");
-            out.extend(self.event("response.output_item.added", json!({"output_index": index, "item": item})));
+            let item = self.reasoning_item("", Status::InProgress);
+            out.extend(self.item_event("response.output_item.added", index, &item));
             self.reasoning = Some(String::new());
         }
         if let Some(r) = self.reasoning.as_mut() {
             r.push_str(text);
         }
         let item_id = self.item_id("rs");
-        out.extend(self.event(
-            "response.reasoning_text.delta",
-            json!({"item_id": item_id, "output_index": index, "content_index": 0, "delta": text}),
-        ));
+        let delta = Payload::Delta { item_id: &item_id, output_index: index, content_index: 0, delta: text };
+        out.extend(self.frame("response.reasoning_text.delta", to_vec(&delta)));
         out
     }
 
@@ -209,12 +360,10 @@ impl Events {
             return Vec::new();
         };
         let (index, item_id) = (self.done.len(), self.item_id("rs"));
-        let mut out = self.event(
-            "response.reasoning_text.done",
-            json!({"item_id": item_id, "output_index": index, "content_index": 0, "text": text}),
-        );
-        let item = self.reasoning_item(&text, "completed");
-        out.extend(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
+        let done = Payload::Text { item_id: &item_id, output_index: index, content_index: 0, text: &text };
+        let mut out = self.frame("response.reasoning_text.done", to_vec(&done));
+        let item = self.reasoning_item(&text, Status::Completed);
+        out.extend(self.item_event("response.output_item.done", index, &item));
         self.done.push(item);
         out
     }
@@ -224,13 +373,10 @@ impl Events {
         let mut out = self.close_reasoning();
         let (index, item_id) = (self.done.len(), self.item_id("msg"));
         if self.text.is_none() {
-            let item = self.message_item("", "in_progress");
-            out.extend(self.event("response.output_item.added", json!({"output_index": index, "item": item})));
-            let part = text_part("");
-            out.extend(self.event(
-                "response.content_part.added",
-                json!({"item_id": item_id, "output_index": index, "content_index": 0, "part": part}),
-            ));
+            let item = self.message_item("", Status::InProgress);
+            out.extend(self.item_event("response.output_item.added", index, &item));
+            let part = Payload::Part { item_id: &item_id, output_index: index, content_index: 0, part: text_part("") };
+            out.extend(self.frame("response.content_part.added", to_vec(&part)));
             self.text = Some(String::new());
         }
         if delta.is_empty() {
@@ -239,10 +385,9 @@ impl Events {
         if let Some(t) = self.text.as_mut() {
             t.push_str(delta);
         }
-        out.extend(self.event(
-            "response.output_text.delta",
-            json!({"item_id": item_id, "output_index": index, "content_index": 0, "delta": delta, "logprobs": []}),
-        ));
+        let piece =
+            Payload::TextDelta { item_id: &item_id, output_index: index, content_index: 0, delta, logprobs: [] };
+        out.extend(self.frame("response.output_text.delta", to_vec(&piece)));
         out
     }
 
@@ -251,17 +396,13 @@ impl Events {
             return Vec::new();
         };
         let (index, item_id) = (self.done.len(), self.item_id("msg"));
-        let mut out = self.event(
-            "response.output_text.done",
-            json!({"item_id": item_id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
-        );
-        let part = text_part(&text);
-        out.extend(self.event(
-            "response.content_part.done",
-            json!({"item_id": item_id, "output_index": index, "content_index": 0, "part": part}),
-        ));
-        let item = self.message_item(&text, "completed");
-        out.extend(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
+        let done =
+            Payload::TextDone { item_id: &item_id, output_index: index, content_index: 0, text: &text, logprobs: [] };
+        let mut out = self.frame("response.output_text.done", to_vec(&done));
+        let part = Payload::Part { item_id: &item_id, output_index: index, content_index: 0, part: text_part(&text) };
+        out.extend(self.frame("response.content_part.done", to_vec(&part)));
+        let item = self.message_item(&text, Status::Completed);
+        out.extend(self.item_event("response.output_item.done", index, &item));
         self.done.push(item);
         out
     }
@@ -269,20 +410,16 @@ impl Events {
     /// The client's tool call `c` (chat form) as a function_call item, added, argued and done.
     fn call(&mut self, i: usize, c: &Value) -> Vec<u8> {
         let index = self.done.len();
-        let added = self.call_item(i, c, "in_progress");
-        let item = self.call_item(i, c, "completed");
-        let item_id = item["id"].clone();
-        let args = item["arguments"].clone();
-        let mut out = self.event("response.output_item.added", json!({"output_index": index, "item": added}));
-        out.extend(self.event(
-            "response.function_call_arguments.delta",
-            json!({"item_id": item_id, "output_index": index, "delta": args}),
-        ));
-        out.extend(self.event(
-            "response.function_call_arguments.done",
-            json!({"item_id": item_id, "output_index": index, "name": item["name"], "arguments": args}),
-        ));
-        out.extend(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
+        let added = self.call_item(i, c, Status::InProgress);
+        let item = self.call_item(i, c, Status::Completed);
+        let mut out = self.item_event("response.output_item.added", index, &added);
+        if let Item::FunctionCall { id, name, arguments, .. } = &item {
+            let delta = Payload::ArgsDelta { item_id: id, output_index: index, delta: arguments };
+            out.extend(self.frame("response.function_call_arguments.delta", to_vec(&delta)));
+            let done = Payload::ArgsDone { item_id: id, output_index: index, name, arguments };
+            out.extend(self.frame("response.function_call_arguments.done", to_vec(&done)));
+        }
+        out.extend(self.item_event("response.output_item.done", index, &item));
         self.done.push(item);
         out
     }
@@ -300,28 +437,25 @@ impl Events {
             out.extend(self.call(i, c));
         }
         let status = Status::of(a.finish_reason);
-        let o = self.object(status, self.done.clone(), Some((&a.usage, a.steps.as_ref())));
+        let end = End { usage: &a.usage, steps: a.steps.as_ref() };
+        let o = to_vec(&Payload::Response { response: self.object(status, &self.done, Some(end)) });
         let kind = if status == Status::Incomplete { "response.incomplete" } else { "response.completed" };
-        out.extend(self.event(kind, json!({"response": o})));
+        out.extend(self.frame(kind, o));
         out
     }
 
     /// A failure in a stream that began: `response.failed`, with the error in the response.
     pub fn failed(&mut self, err: &Value) -> Vec<u8> {
-        let mut o = self.object(Status::Failed, self.done.clone(), None);
-        o["error"] = error_of(err);
-        self.event("response.failed", json!({"response": o}))
+        let mut response = self.object(Status::Failed, &self.done, None);
+        response.error = Some(error_of(err));
+        let o = to_vec(&Payload::Response { response });
+        self.frame("response.failed", o)
     }
 }
 
-fn text_part(text: &str) -> Value {
-    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
-}
-
-/// The chat error object `{"error": {message, type, code}}` as a response's `error` (code, message).
-fn error_of(err: &Value) -> Value {
-    let e = err.get("error").unwrap_or(err);
-    json!({"code": e.get("code").cloned().unwrap_or(json!("api_error")), "message": e.get("message").cloned().unwrap_or(json!(""))})
+/// Typed values into a Vec: cannot fail.
+fn to_vec<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
 }
 
 /// The client's tool calls (chat form), numbered.

@@ -2,8 +2,10 @@
 //! content deltas are handed out as they come (for live streaming to the client), and the chunks are
 //! assembled into the `chat.completion` the loop reads once the stream ends.
 
+use super::message::{CallKind, ClientCall, FunctionCall};
 use crate::doc::truncate;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 /// What one piece of the stream carried, for the relay.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -184,43 +186,81 @@ impl ChunkStream {
         if let Some(bad) = self.bad {
             return Err(bad);
         }
-        if let Some(e) = self.error {
-            return Ok(json!({"error": e}).to_string().into_bytes());
+        if let Some(error) = self.error {
+            return Ok(to_vec(&Failed { error }));
         }
         if self.events == 0 {
             return Err("the LLM's stream has no chat.completion.chunk event".into());
         }
-        let mut message = Map::new();
-        message.insert("role".into(), json!("assistant"));
-        let content = if self.content.is_empty() && !self.calls.is_empty() { Value::Null } else { json!(self.content) };
-        message.insert("content".into(), content);
-        if let (Some(field), false) = (self.reasoning_field, self.reasoning.is_empty()) {
-            // Back in the field the server used: a later turn must carry it there (DeepSeek's thinking
-            // mode with tools refuses a history without it).
-            message.insert(field.into(), json!(self.reasoning));
-        }
-        if !self.calls.is_empty() {
-            let calls: Vec<Value> = self
-                .calls
-                .into_iter()
-                .map(
-                    |c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}),
-                )
-                .collect();
-            message.insert("tool_calls".into(), Value::Array(calls));
-        }
-        let mut out = json!({
-            "object": "chat.completion",
-            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
-        });
-        if let Some(m) = self.model {
-            out["model"] = json!(m);
-        }
-        if let Some(u) = self.usage {
-            out["usage"] = u;
-        }
-        Ok(out.to_string().into_bytes())
+        // The thinking goes back in the field the server used: a later turn must carry it there
+        // (DeepSeek's thinking mode with tools refuses a history without it).
+        let reasoning = Some(self.reasoning.as_str()).filter(|r| !r.is_empty());
+        let in_field = |field: &str| reasoning.filter(|_| self.reasoning_field == Some(field));
+        let tool_calls: Vec<ClientCall> = std::mem::take(&mut self.calls)
+            .into_iter()
+            .map(|c| ClientCall {
+                id: c.id,
+                kind: CallKind::Function,
+                function: FunctionCall { name: c.name, arguments: c.arguments },
+            })
+            .collect();
+        let content = Some(self.content.as_str()).filter(|c| !c.is_empty() || tool_calls.is_empty());
+        let message = Assembled {
+            role: "assistant",
+            content,
+            reasoning_content: in_field("reasoning_content"),
+            reasoning: in_field("reasoning"),
+            tool_calls,
+        };
+        let out = Completion {
+            object: "chat.completion",
+            choices: [Choice { index: 0, message, finish_reason: self.finish_reason.as_deref() }],
+            model: self.model.as_deref(),
+            usage: self.usage.as_ref(),
+        };
+        Ok(to_vec(&out))
     }
+}
+
+/// The stream as the `chat.completion` a non-streamed call returns (what `LlmReply` reads).
+#[derive(Serialize)]
+struct Completion<'a> {
+    object: &'static str,
+    choices: [Choice<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct Choice<'a> {
+    index: u8,
+    message: Assembled<'a>,
+    finish_reason: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Assembled<'a> {
+    role: &'static str,
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ClientCall>,
+}
+
+/// An error event of the stream, as a non-streamed error reply.
+#[derive(Serialize)]
+struct Failed {
+    error: Value,
+}
+
+fn to_vec<T: Serialize>(v: &T) -> Vec<u8> {
+    // Typed values into a Vec cannot fail.
+    serde_json::to_vec(v).unwrap_or_default()
 }
 
 /// Where the first complete event ends, and the length of the blank line after it (LF or CRLF).
@@ -237,6 +277,7 @@ fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
 mod tests {
     use super::*;
     use crate::openai::LlmReply;
+    use serde_json::json;
 
     fn chunk(delta: Value, finish: Value) -> String {
         format!(

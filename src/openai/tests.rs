@@ -139,3 +139,10 @@ fn llm_replies_are_read_as_leniently_as_a_tree_would_be() {
     let r = LlmReply::parse(br#"{"choices":[{"message":{"role":"assistant","content":null,"x":1}}]}"#).unwrap();
     assert_eq!(r.message_value(), json!({"role": "assistant", "content": null, "x": 1}));
 }
+
+#[test]
+fn finish_reasons_have_one_wire_name() {
+    for r in [FinishReason::Stop, FinishReason::Length, FinishReason::ToolCalls] {
+        assert_eq!(serde_json::to_value(r).unwrap(), json!(r.as_str()));
+    }
+}

@@ -2,8 +2,21 @@
 //! prompt, user and assistant turns stay turns, earlier tool calls and results become the Action and
 //! Observation text a ReAct model reads. The question (the last user message) is marked `Question:`.
 
+use crate::openai::message::{to_value, ChatMessage, Content};
 use crate::openai::{ChatRequest, Role};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+
+/// An earlier tool call as the ReAct model reads it, in the blob syntax its prompt teaches.
+#[derive(Serialize)]
+struct Action<'a> {
+    action: &'a str,
+    action_input: Value,
+}
+
+fn user(content: String) -> Value {
+    to_value(&ChatMessage::User { content: Content::Text(content) })
+}
 
 /// The client's system text (to go before the ReAct prompt in one system message) and the other
 /// messages, folded by role.
@@ -20,24 +33,25 @@ pub fn react_messages(req: &ChatRequest) -> (Option<String>, Vec<Value>) {
     for (i, m) in req.messages.iter().enumerate() {
         match m.role {
             Role::System => {}
-            Role::User if Some(i) == question => {
-                out.push(json!({"role": "user", "content": format!("Question: {}", m.text)}))
-            }
-            Role::User => out.push(json!({"role": "user", "content": m.text})),
+            Role::User if Some(i) == question => out.push(user(format!("Question: {}", m.text))),
+            Role::User => out.push(user(m.text.clone())),
             Role::Assistant => {
                 let mut text = m.text.clone();
                 for c in &m.tool_calls {
                     let input = serde_json::from_str::<Value>(&c.arguments)
                         .unwrap_or_else(|_| Value::String(c.arguments.clone()));
-                    let blob = json!({"action": c.name, "action_input": input});
+                    let blob =
+                        serde_json::to_string(&Action { action: &c.name, action_input: input }).unwrap_or_default();
                     if !text.is_empty() {
                         text.push('\n');
                     }
                     text.push_str(&format!("Action:\n```json\n{blob}\n```"));
                 }
-                out.push(json!({"role": "assistant", "content": text}));
+                let said =
+                    ChatMessage::Assistant { content: Some(text), tool_calls: Vec::new(), reasoning_content: None };
+                out.push(to_value(&said));
             }
-            Role::Tool => out.push(json!({"role": "user", "content": format!("Observation: {}", m.text)})),
+            Role::Tool => out.push(user(format!("Observation: {}", m.text))),
         }
     }
     (system, out)
@@ -74,7 +88,8 @@ pub fn native_messages(req: &ChatRequest) -> Vec<Value> {
 
 fn answer_dangling(out: &mut Vec<Value>, unanswered: &mut Vec<String>) {
     for id in unanswered.drain(..) {
-        out.push(json!({"role": "tool", "tool_call_id": id, "content": "The tool call failed: no result was provided for it."}));
+        let content = "The tool call failed: no result was provided for it.".to_string();
+        out.push(to_value(&ChatMessage::Tool { tool_call_id: id, content }));
     }
 }
 

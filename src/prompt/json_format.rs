@@ -1,7 +1,8 @@
 //! JSON mode's last step: ask the model to express its final answer as JSON matching a schema, and read
 //! the JSON out of its reply.
 
-use serde_json::{json, Value};
+use crate::openai::message::{to_value, ChatMessage, Content};
+use serde_json::Value;
 
 const SYSTEM_EN: &str = "You convert an answer into JSON that matches a JSON Schema. Reply with the JSON value only: no prose, no code fences.";
 
@@ -11,12 +12,18 @@ pub fn request_messages(question: &str, answer: &str, schema: &Value) -> Vec<Val
     let user = format!(
         "Question:\n{question}\n\nAnswer:\n{answer}\n\nJSON Schema:\n{schema_text}\n\nExpress the answer as one JSON value that is valid against the schema. Reply with the JSON only."
     );
-    vec![json!({"role": "system", "content": SYSTEM_EN}), json!({"role": "user", "content": user})]
+    vec![
+        to_value(&ChatMessage::System { content: Content::Text(SYSTEM_EN.to_string()) }),
+        to_value(&ChatMessage::User { content: Content::Text(user) }),
+    ]
 }
 
 /// What the model is told when its reply did not fit.
 pub fn retry_message(problem: &str) -> Value {
-    json!({"role": "user", "content": format!("That reply is not valid against the schema:\n{problem}\nReply again with only the corrected JSON value.")})
+    let content = format!(
+        "That reply is not valid against the schema:\n{problem}\nReply again with only the corrected JSON value."
+    );
+    to_value(&ChatMessage::User { content: Content::Text(content) })
 }
 
 /// The JSON in a reply: the whole text (code fences stripped) if it is one JSON value, else the first
@@ -65,6 +72,7 @@ fn strip_fences(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn extracts_fenced_bare_and_embedded_json() {

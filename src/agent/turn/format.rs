@@ -51,8 +51,8 @@ impl Target {
         cfg.json_resp.as_ref().map(|j| Target {
             schema: j.schema.clone(),
             response_format: j.use_response_format.then(|| match j.json_object {
-                true => json!({"type": "json_object"}),
-                false => json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": j.schema.root(), "strict": false}}),
+                true => crate::openai::message::ResponseFormat::JsonObject.into(),
+                false => crate::openai::message::ResponseFormat::answer(j.schema.root()).into(),
             }),
             max_retry: j.max_retry,
         })
@@ -154,7 +154,7 @@ impl Format {
     fn weaker_response_format(&mut self) -> Option<&'static str> {
         let kind = self.target.response_format.as_ref()?.get("type").and_then(Value::as_str).unwrap_or("");
         if kind == "json_schema" {
-            self.target.response_format = Some(json!({"type": "json_object"}));
+            self.target.response_format = Some(crate::openai::message::ResponseFormat::JsonObject.into());
             Some("json_object")
         } else {
             self.target.response_format = None;

@@ -8,42 +8,24 @@ use crate::agent::error::{AgentError, ErrorCode};
 use crate::agent::tools::work::Work;
 use crate::config::Config;
 use crate::openai::answer::FinishReason;
-use crate::openai::message::{AgentMessage, CallKind, ClientCall, FunctionCall, OutMessage};
+use crate::openai::message::{to_value, AgentMessage, ClientCall, OutMessage, ToolChoice};
 use crate::openai::{text_calls, ChatRequest, LlmReply, ToolCall};
 use crate::prompt::history::native_messages;
 use serde_json::{Map, Value};
 
-/// The `tool_choice` values the agent sets itself (the client's own is kept until a call is answered).
-#[derive(Debug, Clone, Copy)]
-enum ToolChoice {
-    /// The model may call a tool or answer.
-    Auto,
-    /// The model must answer: the last turn.
-    None,
-}
+/// The chat request's `tool_choice` field (the client's own is kept until a call is answered).
+const TOOL_CHOICE: &str = "tool_choice";
 
-impl ToolChoice {
-    /// The chat request's field.
-    const FIELD: &'static str = "tool_choice";
-
-    fn value(self) -> Value {
-        Value::from(match self {
-            ToolChoice::Auto => "auto",
-            ToolChoice::None => "none",
-        })
-    }
-
-    /// The client's choice forces a call (a named function, or `required`).
-    fn is_forced(choice: &Value) -> bool {
-        choice.is_object() || choice == "required"
-    }
+/// The client's choice forces a call (a named function, or `required`).
+fn is_forced(choice: &Value) -> bool {
+    choice.is_object() || choice == "required"
 }
 
 pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), AgentError> {
     // The request body writes the gateway's tools and the client's under one `tools` key.
     c.base.remove("tools");
     // Some servers (llama.cpp) drop the tools unless the choice is explicit.
-    c.base.entry(ToolChoice::FIELD).or_insert_with(|| ToolChoice::Auto.value());
+    c.base.entry(TOOL_CHOICE).or_insert_with(|| ToolChoice::Auto.into());
     if let Some(client) = req.raw.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(list) = client else {
             return Err(AgentError::new(400, ErrorCode::InvalidTools, "'tools' must be an array").at("tools"));
@@ -155,16 +137,8 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
 /// the text around them is not an answer, and the turn goes back in the conversation as calls (the
 /// message returned).
 fn as_structured(reply: &mut LlmReply, calls: Vec<ToolCall>) -> Value {
-    let listed: Vec<ClientCall> = calls
-        .iter()
-        .map(|tc| ClientCall {
-            id: tc.id.clone(),
-            kind: CallKind::Function,
-            function: FunctionCall { name: tc.name.clone(), arguments: tc.arguments.clone() },
-        })
-        .collect();
-    // Strings only: serialising them cannot fail.
-    let listed = serde_json::to_value(listed).unwrap_or_default();
+    let listed: Vec<ClientCall> = calls.iter().map(ClientCall::from).collect();
+    let listed = to_value(&listed);
     let mut message = reply.message_value();
     if let Value::Object(m) = &mut message {
         m.insert("content".into(), Value::String(String::new()));
@@ -225,12 +199,12 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bo
     }
     // A forced choice (a named function, or "required") is honoured once: kept, it would make the model
     // call a tool on every turn until the limit (OpenAI's Agents SDK resets it the same way).
-    let forced = c.base.get(ToolChoice::FIELD).is_some_and(ToolChoice::is_forced);
+    let forced = c.base.get(TOOL_CHOICE).is_some_and(is_forced);
     if answered_calls && forced {
-        c.base.insert(ToolChoice::FIELD.into(), ToolChoice::Auto.value());
+        c.base.insert(TOOL_CHOICE.into(), ToolChoice::Auto.into());
     }
     if limit {
-        c.base.insert(ToolChoice::FIELD.into(), ToolChoice::None.value());
+        c.base.insert(TOOL_CHOICE.into(), ToolChoice::None.into());
         c.messages.push(AgentMessage::User { content: cfg.template.native_final_request().to_string() }.into());
     }
 }

@@ -13,7 +13,7 @@
 use super::{agreed, handshake_error, in_session, initialize, initialized, list, refusal, reply, session_of};
 use super::{speaking, Revision, MODERN};
 use crate::upstream::{Api, Request};
-use serde_json::{json, Value};
+use serde_json::{Map, Value};
 
 const FIRST_BACKOFF_MS: u64 = 1000;
 /// A server that pages forever is not listed.
@@ -186,12 +186,14 @@ impl Discovery {
         let jitter = random % (fresh / 10 + 1);
         (self.step, self.failures, self.known) = (Step::Idle, 0, Some(self.speaking));
         self.next_at = now.saturating_add(fresh - jitter);
-        let mut list = json!({"tools": std::mem::take(&mut self.tools)});
+        // A `tools/list` result, as a pinned `toolsList` is written.
+        let mut list = Map::new();
+        list.insert("tools".into(), Value::Array(std::mem::take(&mut self.tools)));
         if let Some(ttl) = self.ttl_ms {
-            list["ttlMs"] = ttl.into();
-            list["cacheScope"] = if self.private { "private" } else { "public" }.into();
+            list.insert("ttlMs".into(), ttl.into());
+            list.insert("cacheScope".into(), if self.private { "private" } else { "public" }.into());
         }
-        Outcome::Listed(list)
+        Outcome::Listed(Value::Object(list))
     }
 
     /// A listing in `revision` by its handshake: `initialize` first.

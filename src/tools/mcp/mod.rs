@@ -15,7 +15,8 @@ use crate::schema::Schema;
 use crate::upstream::{Api, ApiKey};
 pub use list::{load, ListError, Loaded};
 pub use reply::{agreed, handshake_error, observation, refusal, session_lost, Refusal};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 /// The stateless revision, tried first.
 pub const MODERN: &str = "2026-07-28";
@@ -63,32 +64,25 @@ pub fn call(tool: &McpTool, api: &Api, args: &Value) -> Result<Request, String> 
     if let Err(errors) = tool.input.validate(args) {
         return Err(crate::schema::describe(&errors, 5).replace('\n', "; "));
     }
-    let params = json!({"name": tool.remote, "arguments": args});
-    Ok(post(api, &tool.path, rpc(0, "tools/call", params)))
+    let params = CallParams { name: &tool.remote, arguments: args };
+    Ok(post(api, &tool.path, body(&Rpc::request("tools/call", params))))
 }
 
 /// The `initialize` request that opens a session.
 pub fn initialize(api: &Api, path: &str) -> Request {
-    let params = json!({
-        "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
-        "clientInfo": client_info(),
-    });
-    post(api, path, rpc(0, "initialize", params))
+    let params = InitializeParams { protocol_version: PROTOCOL_VERSION, capabilities: Empty {}, client_info: CLIENT };
+    post(api, path, body(&Rpc::request("initialize", params)))
 }
 
 /// A `tools/list` request, for the page after `cursor`.
 pub fn list(api: &Api, path: &str, cursor: Option<&str>) -> Request {
-    let params = match cursor {
-        Some(c) => json!({"cursor": c}),
-        None => json!({}),
-    };
-    post(api, path, rpc(0, "tools/list", params))
+    post(api, path, body(&Rpc::request("tools/list", ListParams { cursor })))
 }
 
 /// The notification that ends the handshake (no id: the server answers 202 without a body).
 pub fn initialized(api: &Api, path: &str) -> Request {
-    post(api, path, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    let note = Rpc { jsonrpc: JSONRPC, id: None, method: "notifications/initialized", params: None::<Empty> };
+    post(api, path, body(&note))
 }
 
 /// `request` with the JSON-RPC id `id` (unique within a session; a notification keeps none) in
@@ -106,7 +100,7 @@ pub fn speaking(mut request: Request, revision: Revision, id: &str) -> Request {
     }
     if revision == Revision::Modern {
         let method = m.get("method").and_then(Value::as_str).unwrap_or_default().to_string();
-        let params = m.entry("params").or_insert_with(|| json!({}));
+        let params = m.entry("params").or_insert_with(|| Value::Object(Map::new()));
         if let Some(name) = params.get("name").and_then(Value::as_str) {
             request.headers.push(("mcp-name".into(), header_value(name)));
         }
@@ -124,13 +118,61 @@ pub fn speaking(mut request: Request, revision: Revision, id: &str) -> Request {
 fn request_meta() -> Value {
     let mut meta = Map::new();
     meta.insert("io.modelcontextprotocol/protocolVersion".into(), MODERN.into());
-    meta.insert("io.modelcontextprotocol/clientInfo".into(), client_info());
-    meta.insert("io.modelcontextprotocol/clientCapabilities".into(), json!({}));
+    meta.insert("io.modelcontextprotocol/clientInfo".into(), serde_json::to_value(CLIENT).unwrap_or_default());
+    meta.insert("io.modelcontextprotocol/clientCapabilities".into(), Value::Object(Map::new()));
     Value::Object(meta)
 }
 
-fn client_info() -> Value {
-    json!({"name": "api-agent", "version": env!("CARGO_PKG_VERSION")})
+/// Who the gateway is, to an MCP server.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct ClientInfo {
+    name: &'static str,
+    version: &'static str,
+}
+
+const CLIENT: ClientInfo = ClientInfo { name: "api-agent", version: env!("CARGO_PKG_VERSION") };
+
+const JSONRPC: &str = "2.0";
+
+/// A JSON-RPC message; a request's id is 0 until `speaking` sets it, a notification has none.
+#[derive(Serialize)]
+struct Rpc<'a, P> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<u32>,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<P>,
+}
+
+impl<'a, P> Rpc<'a, P> {
+    fn request(method: &'a str, params: P) -> Rpc<'a, P> {
+        Rpc { jsonrpc: JSONRPC, id: Some(0), method, params: Some(params) }
+    }
+}
+
+/// `{}`.
+#[derive(Serialize)]
+struct Empty {}
+
+#[derive(Serialize)]
+struct CallParams<'a> {
+    name: &'a str,
+    arguments: &'a Value,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InitializeParams {
+    protocol_version: &'static str,
+    capabilities: Empty,
+    client_info: ClientInfo,
+}
+
+#[derive(Serialize)]
+struct ListParams<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cursor: Option<&'a str>,
 }
 
 /// A header value as 2026-07-28 carries it: as it is when it is plain visible ASCII (spaces inside),
@@ -160,11 +202,12 @@ pub fn session_of(headers: &[(String, String)]) -> Option<String> {
     headers.iter().find(|(k, _)| k == SESSION_HEADER).map(|(_, v)| v.trim().to_string()).filter(|v| !v.is_empty())
 }
 
-fn rpc(id: u32, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+/// A message's bytes; typed messages into a Vec cannot fail.
+fn body<T: Serialize>(message: &T) -> Vec<u8> {
+    serde_json::to_vec(message).unwrap_or_default()
 }
 
-fn post(api: &Api, path: &str, message: Value) -> Request {
+fn post(api: &Api, path: &str, body: Vec<u8>) -> Request {
     let mut path = path.to_string();
     if let Some(ApiKey::Query { name, value }) = &api.api_key {
         path.push(if path.contains('?') { '&' } else { '?' });
@@ -176,11 +219,5 @@ fn post(api: &Api, path: &str, message: Value) -> Request {
         ("mcp-protocol-version".to_string(), PROTOCOL_VERSION.to_string()),
     ];
     credential_headers(api, &mut headers);
-    Request {
-        method: "POST",
-        path,
-        authority: api.upstream.authority_or_service(),
-        headers,
-        body: Some(message.to_string().into_bytes()),
-    }
+    Request { method: "POST", path, authority: api.upstream.authority_or_service(), headers, body: Some(body) }
 }
