@@ -1,4 +1,4 @@
-//! The host layer's stream protocol (`host::Exchange`'s `on_*` host facts) driven through a fake host,
+//! The host layer's stream protocol (`host::StreamRun`'s `on_*` host facts) driven through a fake host,
 //! as both shims drive it, without Envoy: the facts a host hands over (the request's body, the
 //! upstream's head and body, callout replies and failures by the host's own token, wake-ups) and the
 //! decisions that come back (forward, dispatch, the answer's head and body, a local reply, a live
@@ -9,8 +9,8 @@ use api_agent::agent::summary::Value as SummaryValue;
 use api_agent::agent::{Call, Reply};
 use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;
-use api_agent::host::calls::Refusal;
-use api_agent::host::{Attr, Exchange, Head, Headers, Host, Instance, Lost, Port, Start};
+use api_agent::host::callouts::Refusal;
+use api_agent::host::{Attr, Head, Headers, Host, Instance, Lost, Port, Start, StreamRun};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -124,7 +124,7 @@ impl FakeHost {
 
 const SPEC: &str = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\nservers: [{url: 'http://pets.local'}]\npaths:\n  /pets:\n    get:\n      operationId: listPets\n      summary: List pets\n      responses: {'200': {description: ok}}\n";
 
-fn exchange(loop_phase: &str, retries: u32) -> Exchange {
+fn exchange(loop_phase: &str, retries: u32) -> StreamRun {
     let config = json!({
         "mode": "native", "loop": loop_phase,
         "llm": {"apiKey": "sk-llm", "serviceName": "llm.svc", "servicePort": 443, "domain": "llm.local",
@@ -132,7 +132,7 @@ fn exchange(loop_phase: &str, retries: u32) -> Exchange {
         "apis": [{"apiProvider": {"serviceName": "pets.svc", "servicePort": 8080}, "api": SPEC}],
     });
     let plugin = Plugin::from_slice(config.to_string().as_bytes()).unwrap();
-    Exchange::new(Some(Rc::new(Instance::new(plugin))))
+    StreamRun::new(Some(Rc::new(Instance::new(plugin))))
 }
 
 fn fake_host() -> FakeHost {
@@ -140,7 +140,7 @@ fn fake_host() -> FakeHost {
     FakeHost { port, now: 1_000_000, calls: Vec::new(), refuse: None }
 }
 
-fn start(ex: &mut Exchange, host: &FakeHost, live: bool) {
+fn start(ex: &mut StreamRun, host: &FakeHost, live: bool) {
     let arrival = || Arrival { now_ns: 1_000_000 * 1_000_000, seq: 1, live };
     assert_eq!(ex.start(host.port(), false, arrival), Start::Run);
 }

@@ -1,5 +1,5 @@
 //! The per-request cost of the hot path, counted (never timed): one agent request driven through the
-//! host-neutral layer (`host::Exchange` and its `on_*` host facts) by a counting host, as both shims drive it, with
+//! host-neutral layer (`host::StreamRun` and its `on_*` host facts) by a counting host, as both shims drive it, with
 //! a counting global allocator. Every figure is deterministic; each is checked against a ceiling
 //! recorded in `CEILINGS`, so a change that adds host calls or allocations to a request fails here
 //! instead of going unnoticed in a benchmark. `cargo test --test hot_path -- --nocapture` prints the
@@ -20,11 +20,11 @@ use api_agent::agent::summary::Value;
 use api_agent::agent::Call;
 use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;
-use api_agent::host::calls::Refusal;
+use api_agent::host::callouts::Refusal;
 use api_agent::host::metrics::{MetricSink, Metrics, CATALOGUE};
 use api_agent::host::port::SUMMARY_NAMESPACE;
 use api_agent::host::summary::{self, SummaryTarget};
-use api_agent::host::{Attr, Exchange, Head, Headers, Host, Instance, Port, Start};
+use api_agent::host::{Attr, Head, Headers, Host, Instance, Port, Start, StreamRun};
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
@@ -374,9 +374,9 @@ fn run(case: Case) -> Cost {
     let reply_headers = vec![("content-type".to_string(), "application/json".to_string())];
     let live = case.shape == Shape::Module;
     let request_loop = case.request_loop;
-    let mut ex = Exchange::new(Some(instance));
+    let mut ex = StreamRun::new(Some(instance));
     let mut host = FakeHost { calls: &counter, port, sent: Vec::new(), forwarded: 0 };
-    let on = |ex: &mut Exchange, host: &mut FakeHost<'_>, token: u64, body: &[u8]| {
+    let on = |ex: &mut StreamRun, host: &mut FakeHost<'_>, token: u64, body: &[u8]| {
         ex.on_callout_reply(host, token, Some(200), &reply_headers, body)
     };
 

@@ -1,5 +1,5 @@
 //! What a plugin instance learns across requests (`host::memory`), driven through the host-neutral
-//! layer (`host::Exchange` and its `on_*` host facts) as both shims drive it: what one client's request teaches is
+//! layer (`host::StreamRun` and its `on_*` host facts) as both shims drive it: what one client's request teaches is
 //! kept per configuration and model, bounded and for a while, and never changes another client's
 //! requests to another model; one answer that mentions `</think>` changes no other request.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -7,8 +7,8 @@
 use api_agent::agent::{Call, Reply};
 use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;
-use api_agent::host::calls::Refusal;
-use api_agent::host::{Attr, Exchange, Headers, Host, Instance, Port, Start};
+use api_agent::host::callouts::Refusal;
+use api_agent::host::{Attr, Headers, Host, Instance, Port, Start, StreamRun};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -46,7 +46,7 @@ impl Port for FakePort {
 
 /// One request: the layer's exchange, and the host it runs through.
 struct FakeHost {
-    ex: Exchange,
+    ex: StreamRun,
     io: Io,
 }
 
@@ -147,7 +147,7 @@ fn sse(pieces: &[&str]) -> String {
 /// client's answer.
 fn request(instance: &Rc<Instance>, now: u64, body: Value, live: bool, llm: &[(u16, String)]) -> FakeHost {
     let mut host = FakeHost {
-        ex: Exchange::new(Some(Rc::clone(instance))),
+        ex: StreamRun::new(Some(Rc::clone(instance))),
         io: Io { now, sent: Vec::new(), port: FakePort::default() },
     };
     let start = host.ex.start(&host.io.port, false, || Arrival { now_ns: now * 1_000_000, seq: 1, live });
@@ -234,7 +234,7 @@ fn a_react_turn_without_stop_is_still_cut_at_its_observation() {
     let invented = "Thought: I need the pets.\nAction: listPets\nAction Input: {}\nObservation: a unicorn\nThought: done\nFinal Answer: You have a unicorn.";
     let instance2 = Rc::clone(&instance);
     let mut host = FakeHost {
-        ex: Exchange::new(Some(instance2)),
+        ex: StreamRun::new(Some(instance2)),
         io: Io { now: t0 + 1_000, sent: Vec::new(), port: FakePort::default() },
     };
     assert_eq!(

@@ -6,7 +6,7 @@
 
 use super::envoy::{EnvoyConfig, Scheduler};
 use super::{now_ms, timer};
-use crate::host::calls::Outgoing;
+use crate::host::callouts::Outgoing;
 use crate::host::discovery::{Answer, Listings, RootPort};
 use crate::host::Instance;
 use serde_json::Value;

@@ -5,7 +5,7 @@
 
 use super::abi::*;
 use crate::agent::summary::Value;
-use crate::host::calls::Outgoing;
+use crate::host::callouts::Outgoing;
 use crate::host::summary::SummaryTarget;
 use std::cell::RefCell;
 use std::ffi::c_void;

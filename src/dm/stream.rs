@@ -15,9 +15,9 @@ use super::{now_ms, timer, tracing, Deferred, DmConfig};
 use crate::agent::spans::SpanNote;
 use crate::agent::{Call, Reply};
 use crate::host::admit::Arrival;
-use crate::host::calls::{self, Refusal};
-use crate::host::spans::SpanTable;
-use crate::host::{Exchange, Head, Host, Instance, Lost, Start};
+use crate::host::callouts::{self, Refusal};
+use crate::host::tracer::SpanTable;
+use crate::host::{Head, Host, Instance, Lost, Start, StreamRun};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -54,7 +54,7 @@ static STREAMS: AtomicU32 = AtomicU32::new(0);
 
 pub struct Stream {
     cfg: Arc<DmConfig>,
-    ex: Exchange,
+    ex: StreamRun,
     io: Io,
     /// Envoy completed the stream: later callout events are dropped.
     closed: bool,
@@ -78,7 +78,7 @@ impl Stream {
     pub fn new(envoy: Envoy, cfg: Arc<DmConfig>, instance: Option<Rc<Instance>>) -> Stream {
         Stream {
             cfg,
-            ex: Exchange::new(instance),
+            ex: StreamRun::new(instance),
             io: Io { envoy, hook: Hook::Other, streams: Streams::default(), spans: SpanTable::default() },
             closed: false,
             timer: None,
@@ -215,7 +215,7 @@ impl Stream {
     }
 
     fn on_callout(&mut self, reply: CalloutReply) -> Act {
-        let (status, headers) = calls::split_status(reply.headers);
+        let (status, headers) = callouts::split_status(reply.headers);
         match reply.result {
             CALLOUT_SUCCESS => self.ex.on_callout_reply(&mut self.io, reply.id, status, &headers, &reply.body),
             CALLOUT_RESET => self.ex.on_callout_failed(&mut self.io, reply.id, Lost::Reset),
@@ -384,7 +384,7 @@ impl Host for Io {
 
     fn dispatch(&mut self, call: &Call) -> Result<u64, Refusal> {
         let context = self.spans.context(&self.envoy, call.id, &call.headers);
-        let mut out = calls::Outgoing::of_call(call);
+        let mut out = callouts::Outgoing::of_call(call);
         for (name, value) in &context {
             out.set(name, value);
         }

@@ -7,7 +7,7 @@
 use super::abi::{EnvoyBuffer, ModuleBuffer};
 use super::envoy::Envoy;
 use super::optional::lookup;
-use crate::host::spans::Tracer;
+use crate::host::tracer::Tracer;
 use std::ffi::c_void;
 use std::sync::OnceLock;
 

@@ -9,8 +9,8 @@ use super::port::{now_ms, Current};
 use super::{abi, closed_meanwhile};
 use crate::agent::Call;
 use crate::host::admit::Arrival;
-use crate::host::calls::{self, Refusal};
-use crate::host::{Exchange, Head, Host, Instance, Start};
+use crate::host::callouts::{self, Refusal};
+use crate::host::{Head, Host, Instance, Start, StreamRun};
 use abi::{Buffer, Map, Stream};
 use std::rc::Rc;
 
@@ -29,14 +29,14 @@ pub struct CallData {
 impl CallData {
     pub fn read(token: u32, body_size: usize) -> CallData {
         let headers = abi::get_headers(Map::CallResponseHeaders).unwrap_or_default();
-        let (status, headers) = calls::split_status(headers);
+        let (status, headers) = callouts::split_status(headers);
         let body = abi::get_buffer(Buffer::CallResponseBody, body_size).unwrap_or_default();
         CallData { token, status, headers, body }
     }
 }
 
 pub struct Http {
-    ex: Exchange,
+    ex: StreamRun,
     io: Io,
 }
 
@@ -50,7 +50,7 @@ struct Io {
 
 impl Http {
     pub fn new(id: u32, instance: Option<Rc<Instance>>) -> Self {
-        Http { ex: Exchange::new(instance), io: Io { id, request_size: 0, response_size: 0 } }
+        Http { ex: StreamRun::new(instance), io: Io { id, request_size: 0, response_size: 0 } }
     }
 
     pub fn wake_at(&self) -> Option<u64> {
@@ -192,7 +192,7 @@ impl Host for Io {
     }
 
     fn dispatch(&mut self, call: &Call) -> Result<u64, Refusal> {
-        match abi::http_call(&calls::Outgoing::of_call(call)) {
+        match abi::http_call(&callouts::Outgoing::of_call(call)) {
             Ok(token) => {
                 super::register_callout(token, self.id);
                 Ok(u64::from(token))

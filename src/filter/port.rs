@@ -4,7 +4,7 @@
 use super::abi::{self, Map, Metric};
 use crate::agent::summary::Value;
 use crate::config::SummaryForms;
-use crate::host::calls::Outgoing;
+use crate::host::callouts::Outgoing;
 use crate::host::discovery::RootPort;
 use crate::host::metrics::{Kind, MetricSink, Metrics, CATALOGUE};
 use crate::host::port::SUMMARY_STATE_KEYS;

@@ -175,7 +175,7 @@ pub fn meta(port: &impl Port, cfg: &Config, arrival: Arrival, api: Api) -> Reque
         live: arrival.live,
         trace: trace_context(port),
         api,
-        // The instance's memory is recalled by the caller (`Exchange::start`).
+        // The instance's memory is recalled by the caller (`StreamRun::start`).
         memory: Default::default(),
     }
 }

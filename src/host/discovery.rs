@@ -4,7 +4,7 @@
 //! swaps in a new configuration (catalog, prompt, native tools) in one step. A failing server keeps
 //! the tools it had (logged) and is listed again after a backoff (`Discovery`).
 
-use super::calls::{Outgoing, RESET};
+use super::callouts::{Outgoing, RESET};
 use super::instance::Instance;
 use crate::config::{Api, Config};
 use crate::tools::mcp::discovery::{Discovery, Outcome};

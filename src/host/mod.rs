@@ -4,9 +4,8 @@
 //! (dynamic module) only translate their ABI to these and back.
 
 pub mod admit;
-pub mod calls;
+pub mod callouts;
 pub mod discovery;
-pub mod exchange;
 pub mod fault;
 pub mod instance;
 pub mod logger;
@@ -14,11 +13,12 @@ pub mod memory;
 pub mod metrics;
 pub mod port;
 pub mod run;
-pub mod spans;
+pub mod stream_run;
 pub mod summary;
 pub mod tokens;
+pub mod tracer;
 
-pub use calls::Lost;
-pub use exchange::{Exchange, Head, Start};
+pub use callouts::Lost;
 pub use instance::Instance;
 pub use port::{Attr, Headers, Host, Port};
+pub use stream_run::{Head, Start, StreamRun};

@@ -2,7 +2,7 @@
 //! `src/filter/` implements them over Proxy-Wasm, `src/dm/` over the dynamic-module ABI: `Port` for the
 //! stream's headers and attributes, `Host` for what the layer's stream protocol (`run.rs`) asks of it.
 
-use super::calls::Refusal;
+use super::callouts::Refusal;
 use crate::agent::spans::SpanNote;
 use crate::agent::summary::Value;
 use crate::agent::{Call, Reply};

@@ -4,13 +4,13 @@
 //! commands through `Host` (`port.rs`), and feeds refused dispatches back as failed calls. A shim never names an
 //! agent event, and `Host` has no way back to the layer.
 
-use super::calls::{self, Lost};
-use super::exchange::{Exchange, Upstream};
+use super::callouts::{self, Lost};
 use super::port::{answer_head, Host, Port};
+use super::stream_run::{StreamRun, Upstream};
 use crate::agent::{Command, Event, Reply};
 
 /// The host facts of a stream, as the layer reads them.
-impl Exchange {
+impl StreamRun {
     /// The client's request body, whole.
     pub fn on_request_body<H: Host>(&mut self, host: &mut H, body: &[u8]) -> H::Action {
         self.feed(host, Event::ClientRequest { body })
@@ -34,7 +34,7 @@ impl Exchange {
         let Some(id) = self.take_call(token) else {
             return host.holding();
         };
-        match (calls::classify(status, body), status) {
+        match (callouts::classify(status, body), status) {
             (None, Some(status)) => self.feed(host, Event::CallReply { id, status, headers, body }),
             (failure, _) => {
                 let failure = failure.unwrap_or_else(|| Lost::Reset.failure());
@@ -101,12 +101,12 @@ impl Exchange {
                     Command::Forward { body } => action = host.forward(self.rid(), &body),
                     Command::Dispatch(call) => match host.dispatch(&call) {
                         Ok(token) => {
-                            calls::log_sent(self.rid(), &call);
+                            callouts::log_sent(self.rid(), &call);
                             self.calls.insert(token, call.id);
                         }
                         Err(kind) => {
                             log::warn!("#{} dispatch to cluster '{}' refused ({kind:?})", self.rid(), call.cluster);
-                            let failure = calls::refused(kind, &call.cluster);
+                            let failure = callouts::refused(kind, &call.cluster);
                             let failed = Event::CallFailed { id: call.id, failure: &failure };
                             next.extend(self.handle(failed, host.now_ms()).unwrap_or_default());
                             host.spans(self.take_spans());

@@ -3,7 +3,7 @@
 //! makes different (phases, body buffers, pause and resume).
 
 use super::admit::{self, Arrival};
-use super::calls::CallTable;
+use super::callouts::CallTable;
 use super::instance::Instance;
 use super::metrics::{MetricSink, Metrics};
 use super::port::{answer_head, set_header, Attr, Headers, Host, Port};
@@ -42,7 +42,7 @@ pub(super) struct Upstream {
     pub headers_sent: bool,
 }
 
-pub struct Exchange {
+pub struct StreamRun {
     instance: Option<Rc<Instance>>,
     /// The configuration that applies to this request (the global one, or a rule's), and its place
     /// in the plugin (what the instance learns is kept by it).
@@ -64,9 +64,9 @@ pub struct Exchange {
     summarized: bool,
 }
 
-impl Exchange {
+impl StreamRun {
     pub fn new(instance: Option<Rc<Instance>>) -> Self {
-        Exchange {
+        StreamRun {
             instance,
             config: None,
             config_index: 0,
