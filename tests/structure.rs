@@ -29,10 +29,10 @@ mod code;
 #[path = "structure/graph.rs"]
 mod graph;
 
-use code::{code_only, without_tests};
+use code::{code_only, rust_files, without_tests};
 use graph::{circles, imports, Import};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The longest a file of src/ may be.
 const MAX_LINES: usize = 600;
@@ -296,7 +296,7 @@ fn import(from: &[&str], to: &[&str]) -> Import {
 fn sources() -> Vec<Source> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    walk(&root, &mut files);
+    rust_files(&root, &mut files);
     files.sort();
     let mut out: Vec<Source> = files
         .iter()
@@ -328,15 +328,4 @@ fn sources() -> Vec<Source> {
         }
     }
     out
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            walk(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }

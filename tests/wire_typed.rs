@@ -9,7 +9,7 @@
 #[allow(dead_code)] // this test uses only the readers, not the path finder
 mod code;
 
-use code::{code_only, without_tests};
+use code::{code_only, rust_files, without_tests};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -52,7 +52,7 @@ fn count_in(text: &str) -> (usize, Vec<String>) {
 fn json_macro_counts() -> Vec<(String, usize)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    walk(&root, &mut files);
+    rust_files(&root, &mut files);
     let mut found: Vec<(PathBuf, usize, Vec<String>)> = files
         .into_iter()
         .map(|path| {
@@ -88,16 +88,5 @@ fn module_dir(path: &Path) -> PathBuf {
         Some("mod" | "lib") => parent,
         Some(stem) => parent.join(stem),
         None => parent,
-    }
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            walk(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
     }
 }

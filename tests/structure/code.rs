@@ -1,4 +1,20 @@
-//! Reading a source file: its code without comments, literals and test items, and the paths it names.
+//! Reading a source file: its code without comments, literals and test items, and the paths it names;
+//! and finding the files.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The `.rs` files below `dir`, at any depth, added to `out`.
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
 
 /// `text` with comments (line, doc, block) and the contents of string and char literals replaced by
 /// spaces; line breaks stay, so that positions keep their line.
