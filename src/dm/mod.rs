@@ -345,20 +345,12 @@ impl Slot {
     }
 
     fn destroy(&self) {
-        let _forget = Forget(self.envoy);
         if let Ok(mut s) = self.stream.try_borrow_mut() {
             if catch_unwind(AssertUnwindSafe(|| s.on_destroy())).is_err() {
                 log::error!("{}", fault::line(&panic_location(), None));
             }
         }
-    }
-}
-
-/// Lets go of the filter's torn-down mark when the slot goes, panic or not.
-struct Forget(Envoy);
-
-impl Drop for Forget {
-    fn drop(&mut self) {
-        self.0.forget();
+        // The filter's address may come back as another stream's.
+        self.envoy.forget();
     }
 }
