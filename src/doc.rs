@@ -100,6 +100,25 @@ pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(format!("{}…[truncated, {} bytes in all]", &s[..end], s.len()))
 }
 
+/// Where `needle` first occurs in `hay`. A model's reply is read for short markers (`Action:`,
+/// `\nObservation:`, a think block's close) several times per turn; for such needles a scan for the
+/// first byte costs less than `str::find`, whose two-way searcher is set up anew on every call. A match
+/// is on a character boundary: a needle starts with a UTF-8 lead byte, which no continuation byte equals.
+pub fn find_str(hay: &str, needle: &str) -> Option<usize> {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    let Some(&first) = n.first() else { return Some(0) };
+    let last_start = h.len().checked_sub(n.len())?;
+    let mut at = 0;
+    while at <= last_start {
+        let i = h[at..=last_start].iter().position(|&b| b == first)?;
+        if h[at + i..].starts_with(n) {
+            return Some(at + i);
+        }
+        at += i + 1;
+    }
+    None
+}
+
 /// `text` escaped as the inside of a JSON string.
 pub fn json_string_contents(text: &str) -> String {
     let quoted = Value::String(text.to_string()).to_string();
@@ -133,6 +152,26 @@ fn hex(c: u8) -> Option<u8> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn find_str_finds_what_str_find_finds() {
+        let hays = [
+            "",
+            "a",
+            "Action: x",
+            "xx\nObservation: y\nObservation:",
+            "ééAction:é",
+            "ActioAction:",
+            "aaab",
+            "</think>",
+        ];
+        let needles = ["", "a", "Action:", "\nObservation:", "é", "Action:é", "aab", "</think>", "zz"];
+        for h in hays {
+            for n in needles {
+                assert_eq!(find_str(h, n), h.find(n), "{h:?} {n:?}");
+            }
+        }
+    }
 
     #[test]
     fn yaml_integer_keys_become_strings() {

@@ -65,15 +65,20 @@ pub enum Kind {
 /// The longest model name taken: provider names are short (a Bedrock ARN is about 200 characters).
 pub const MAX_MODEL_BYTES: usize = 256;
 
-/// Checks each field of `table` that `raw` has.
+/// Checks each field of `table` that `raw` has; with several wrong, the first in `table` is named.
+/// One pass over the request's few keys: a lookup per table entry hashed ~20 names per request.
 pub fn check(raw: &Map<String, Value>, table: &[(&str, Kind)]) -> Result<(), Invalid> {
-    for (field, kind) in table {
-        match raw.get(*field) {
-            None | Some(Value::Null) => {}
-            Some(v) => check_one(field, *kind, v)?,
+    let mut first: Option<(usize, Invalid)> = None;
+    for (key, v) in raw {
+        let Some(at) = table.iter().position(|(field, _)| field == key) else { continue };
+        if v.is_null() || first.as_ref().is_some_and(|(seen, _)| *seen < at) {
+            continue;
+        }
+        if let Err(e) = check_one(table[at].0, table[at].1, v) {
+            first = Some((at, e));
         }
     }
-    Ok(())
+    first.map_or(Ok(()), |(_, e)| Err(e))
 }
 
 fn check_one(field: &str, kind: Kind, v: &Value) -> Result<(), Invalid> {
@@ -186,3 +191,25 @@ pub const RESPONSES: [(&str, Kind); 23] = [
     ("reasoning", Kind::Object),
     ("stream_options", Kind::Object),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn the_first_wrong_field_of_the_table_is_named_whatever_the_request_order() {
+        let raw = object(json!({"max_tokens": -1, "x_unknown": {}, "temperature": "hot", "top_p": null}));
+        let e = check(&raw, &CHAT).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("temperature"), "{}", e.why);
+        assert_eq!(e.why, "'temperature' must be a number, not string");
+        let raw = object(json!({"top_p": null, "model": "m", "stream_options": {}, "unknown": 1}));
+        assert!(check(&raw, &CHAT).is_ok());
+        let raw = object(json!({"max_tokens": -1}));
+        assert_eq!(check(&raw, &CHAT).unwrap_err().param.as_deref(), Some("max_tokens"));
+    }
+}

@@ -75,7 +75,7 @@ pub fn split_think(content: &str) -> (Option<String>, &str) {
 /// is text that mentions the tag, not the end of a block.
 pub fn template_close(content: &str) -> Option<usize> {
     let mut from = 0;
-    while let Some(i) = content[from..].find(CLOSE) {
+    while let Some(i) = crate::doc::find_str(&content[from..], CLOSE) {
         let at = from + i;
         let line = content[..at].rsplit('\n').next().unwrap_or("");
         if content[..at].contains(OPEN) {

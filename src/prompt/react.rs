@@ -1,6 +1,7 @@
 //! The ReAct prompt (EN and CH, with Higress's four template words) and the parser that reads a model's
 //! ReAct reply into one step.
 
+use crate::doc::find_str;
 use crate::tools::{Catalog, Tool};
 use serde_json::Value;
 use std::fmt::Write;
@@ -508,7 +509,7 @@ fn json_error(rest: &str) -> String {
 /// A marker at a line start or after white space, so `Action:` inside a word does not count.
 fn find_marker(text: &str, marker: &str, from: usize) -> Option<usize> {
     let mut at = from;
-    while let Some(i) = text[at..].find(marker) {
+    while let Some(i) = find_str(&text[at..], marker) {
         let pos = at + i;
         let before = text[..pos].chars().next_back();
         if before.is_none_or(|c| !c.is_alphanumeric()) {
@@ -521,7 +522,7 @@ fn find_marker(text: &str, marker: &str, from: usize) -> Option<usize> {
 
 /// `text` up to a line that starts with `Question:` (the first line itself is kept: it may quote one).
 fn cut_invented_question(text: &str) -> &str {
-    match text.find("\nQuestion:") {
+    match find_str(text, "\nQuestion:") {
         Some(i) => text[..i].trim_end(),
         None => text,
     }
@@ -534,7 +535,7 @@ fn cut_invented_observation(text: &str) -> &str {
     if text.starts_with("Observation:") {
         return "";
     }
-    match text.find("\nObservation:") {
+    match find_str(text, "\nObservation:") {
         Some(i) => text[..i].trim_end(),
         None => text,
     }

@@ -6,7 +6,7 @@ use super::offer;
 use crate::agent::error::{AgentError, ErrorCode};
 use crate::agent::tools::work::Work;
 use crate::config::Config;
-use crate::doc::json_string_contents;
+use crate::doc::{find_str, json_string_contents};
 use crate::openai::answer::FinishReason;
 use crate::openai::message::{AgentMessage, OutMessage};
 use crate::openai::{ChatRequest, LlmReply};
@@ -43,8 +43,8 @@ pub fn start(c: &mut Convo, req: &ChatRequest) -> Result<(), AgentError> {
 
 pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
     let text = reply.content;
-    let kept = text.split("\nObservation:").next().unwrap_or("");
-    let kept = kept.split("\nQuestion:").next().unwrap_or("").trim_end();
+    let kept = find_str(&text, "\nObservation:").map_or(&text[..], |i| &text[..i]);
+    let kept = find_str(kept, "\nQuestion:").map_or(kept, |i| &kept[..i]).trim_end();
     c.messages.push(AgentMessage::Assistant { content: kept.to_string() }.into());
     let malformed = |why: &str| {
         let work = Work::Known(format!("Invalid format: {why}. {}", cfg.template.format_reminder()));
