@@ -68,9 +68,21 @@ pub fn copy_headers(headers: *const EnvoyHeader, size: usize) -> Vec<(String, St
         .map(|h| {
             let k = EnvoyBuffer { ptr: h.key_ptr, length: h.key_length };
             let v = EnvoyBuffer { ptr: h.value_ptr, length: h.value_length };
-            (String::from_utf8_lossy(k.bytes()).to_ascii_lowercase(), String::from_utf8_lossy(v.bytes()).into_owned())
+            let mut name = owned_text(k.bytes());
+            name.make_ascii_lowercase();
+            (name, owned_text(v.bytes()))
         })
         .collect()
+}
+
+/// Envoy's bytes as text, invalid UTF-8 replaced. Headers are nearly always valid, and checking them
+/// whole (`str::from_utf8`, word by word over ASCII) costs a third of walking them chunk by chunk as
+/// `String::from_utf8_lossy` does.
+pub fn owned_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
 }
 
 /// Chunks copied into one buffer (one copy each, not byte by byte).
@@ -336,4 +348,23 @@ extern "C" {
         label_values_length: usize,
         value: u64,
     ) -> u32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envoy_text_is_copied_whole_and_invalid_utf8_replaced() {
+        assert_eq!(owned_text(b"application/json"), "application/json");
+        assert_eq!(owned_text("zürich".as_bytes()), "zürich");
+        assert_eq!(owned_text(b"a\xffb"), "a\u{fffd}b");
+        let h = [EnvoyHeader {
+            key_ptr: b"Content-Type".as_ptr(),
+            key_length: 12,
+            value_ptr: b"x\xfe".as_ptr(),
+            value_length: 2,
+        }];
+        assert_eq!(copy_headers(h.as_ptr(), 1), vec![("content-type".to_string(), "x\u{fffd}".to_string())]);
+    }
 }

@@ -193,7 +193,7 @@ impl Envoy {
                 null_mut(),
             )
         };
-        (ok && !out.ptr.is_null()).then(|| String::from_utf8_lossy(out.bytes()).into_owned())
+        (ok && !out.ptr.is_null()).then(|| owned_text(out.bytes()))
     }
 
     /// Sets a header, or removes it (`None`). False if Envoy has no such map now.
@@ -350,7 +350,7 @@ impl Envoy {
         let mut out = EnvoyBuffer::EMPTY;
         // SAFETY: valid filter pointer; `out` is written by Envoy.
         let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_string(self.0, id as u32, &mut out) };
-        ok.then(|| String::from_utf8_lossy(out.bytes()).into_owned())
+        ok.then(|| owned_text(out.bytes()))
     }
 
     pub fn attribute_int(self, id: Attribute) -> Option<u64> {

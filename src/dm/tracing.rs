@@ -4,7 +4,7 @@
 //! (no tracer configured: Envoy's null span) makes none either.
 #![allow(unsafe_code)]
 
-use super::abi::{EnvoyBuffer, ModuleBuffer};
+use super::abi::{owned_text, EnvoyBuffer, ModuleBuffer};
 use super::envoy::Envoy;
 use super::optional::lookup;
 use crate::host::tracer::Tracer;
@@ -83,7 +83,7 @@ fn id(get: GetId, span: Span) -> Option<String> {
     let mut out = EnvoyBuffer::EMPTY;
     // SAFETY: a live span; `out` points into Envoy's thread-local string, read before the next call.
     let ok = unsafe { get(span.0, &mut out) };
-    ok.then(|| String::from_utf8_lossy(out.bytes()).into_owned())
+    ok.then(|| owned_text(out.bytes()))
 }
 
 impl Tracer for Envoy {
