@@ -193,10 +193,11 @@ bench: setup build
 
 # The same measurement with the dynamic module in place of the .wasm (shared/bench takes either).
 # BASELINE=path/to/libapi_agent.so: after that run, this build against BASELINE with both modules in
-# ONE Envoy (benches/ab_dm.py, AB_ROUNDS rounds): an A/A reads 1.00 +-0.5% as the median of 4 rounds,
-# where two separate bench runs of one module differ by up to 7%. `make ab-dm` runs the A/B alone.
+# one Envoy, twice over (benches/ab_dm.py: each module loaded twice per Envoy, two Envoys, AB_ROUNDS
+# rounds each), since where a module lands in memory moves its CPU by up to 6% (BENCHMARKS.md).
+# `make ab-dm` runs the A/B alone.
 BASELINE ?=
-AB_ROUNDS ?= 6
+AB_ROUNDS ?= 4
 AB_DM = ENVOY=$(ENVOY_ABS) $(PY) benches/ab_dm.py --rounds $(AB_ROUNDS) $(abspath $(DM)) $(abspath $(BASELINE))
 bench-dm: setup build-dm
 	$(SHARED)/bench/run.sh --wasm $(abspath $(DM)) --envoy $(ENVOY_ABS) --out $(abspath dist/bench-dm.json) | tee dist/bench-dm.log
