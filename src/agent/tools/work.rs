@@ -5,7 +5,7 @@ use crate::agent::mcp::Handshake;
 use crate::agent::protocol::{Call, CallId};
 use crate::config::Config;
 use crate::doc::truncate;
-use crate::tools::{self, Tool};
+use crate::tools::{self, Binding, Tool};
 use serde_json::{Map, Value};
 
 /// One tool call of a turn: a request to send, or an observation known already (bad arguments,
@@ -95,7 +95,10 @@ fn call_work(cfg: &Config, name: &str, input: Value) -> Work {
                 cluster: api.upstream.cluster.clone(),
                 request,
                 timeout_ms: api.upstream.timeout_ms,
-                mcp: Handshake::for_tool(tool),
+                mcp: match &tool.binding {
+                    Binding::Mcp(t) => Some(Handshake::new(tool.api, t)),
+                    Binding::OpenApi(_) => None,
+                },
             },
             note,
             args: args.to_string(),
