@@ -207,7 +207,9 @@ impl Machine {
         if self.meta.live {
             self.response.go_live(self.cfg.mode, json.is_none(), self.template_opens);
         }
-        let approved = approval::scan(&self.cfg, &mut req, &self.meta);
+        // Approvals are looked for only where a tool or a policy can ask for one.
+        let approvals = !self.cfg.confirm.is_empty() || self.cfg.call_policy.is_some();
+        let approved = if approvals { approval::scan(&self.cfg, &mut req, &self.meta) } else { Vec::new() };
         if approved.is_empty() {
             // Live streaming needs every turn to be a streamed callout.
             let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.response.is_live();
@@ -332,7 +334,9 @@ impl Machine {
         let before = c.usage;
         let next = llm::read(&mut c, &self.cfg, body);
         self.llm_read(&c, before, ms);
-        self.record.note(Seen::Decided(rules::decided(&mut c)));
+        if c.rules.is_some() {
+            self.record.note(Seen::Decided(rules::decided(&mut c)));
+        }
         let next = match (next, self.cfg.llm.max_total_tokens) {
             (Ok(Next::Tools(_) | Next::ClientTools(_)), Some(budget)) if c.usage.total_tokens >= budget => {
                 log::info!("#{} the token budget ({budget}) is spent: the loop ends", self.meta.id);

@@ -133,8 +133,10 @@ fn context_headers(port: &impl Port, cfg: &Config) -> Vec<(String, String)> {
 
 /// The request headers `policy.headers` names, for the call rules (none read without rules).
 fn policy_headers(port: &impl Port, cfg: &Config) -> Vec<(String, String)> {
-    let names = &cfg.call_policy.headers;
-    names.iter().filter_map(|n| port.header(Headers::Request, n).map(|v| (n.clone(), v))).collect()
+    let Some(p) = &cfg.call_policy else {
+        return Vec::new();
+    };
+    p.headers.iter().filter_map(|n| port.header(Headers::Request, n).map(|v| (n.clone(), v))).collect()
 }
 
 /// The client's headers that the configuration's APIs forward or exchange (`forwardHeaders`,
