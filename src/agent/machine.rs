@@ -2,11 +2,10 @@
 //! between them. The other files say what a reply or a call means (`llm`, `tool_phase`, `format`,
 //! `approval`, `finish`); this one alone changes the state.
 
-use super::calls::{self, Calls};
+use super::calls::{self, Calls, Retry};
 use super::error::{AgentError, ErrorCode};
 use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, RequestMeta};
-use super::retry::{self, Retry};
 use crate::agent::answer::finish::Response;
 use crate::agent::answer::wire;
 use crate::agent::record::{Record, Seen};
@@ -281,7 +280,7 @@ impl Machine {
         if self.stepped_down(&mut c, status, body, relayed) {
             return self.ask_again(c, now_ms);
         }
-        let wait = retry::status_wait(status, headers).filter(|_| !relayed);
+        let wait = calls::status_wait(status, headers).filter(|_| !relayed);
         if self.retry_llm(&mut r, wait, now_ms) {
             return (State::AwaitLlm(r, c), Vec::new());
         }
@@ -399,7 +398,7 @@ impl Machine {
 
     /// Schedules the LLM call `r` to be sent again, if `wait` says it may be retried and a retry is
     /// left that ends before the deadline.
-    fn retry_llm(&mut self, r: &mut Retry, wait: Option<retry::Wait>, now_ms: u64) -> bool {
+    fn retry_llm(&mut self, r: &mut Retry, wait: Option<calls::Wait>, now_ms: u64) -> bool {
         let retried = llm::retry(&self.cfg, &mut self.calls, r, wait, now_ms, &self.meta.id);
         if retried {
             self.record.note(Seen::Retried);

@@ -7,7 +7,7 @@ use super::{native, offer, react, rules};
 use crate::agent::calls::Calls;
 use crate::agent::error::{AgentError, ErrorCode};
 use crate::agent::protocol::{Call, RequestMeta};
-use crate::agent::retry::{Retry, Wait};
+use crate::agent::calls::{Retry, Wait};
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::{answer, ChatRequest};
