@@ -2,9 +2,8 @@
 //! its session's handshake first), each reply or failure becomes what the model is told or a retry
 //! later, and each call's end is recorded (`Seen`) for the report, the steps and the spans.
 
-use super::batch::Batch;
 use super::identity::{self, Gate, Identity};
-use super::work::{self, ToolCall, Work};
+use super::work::{self, Batch, ToolCall, Work};
 use crate::agent::calls::{excerpt, Calls};
 use crate::agent::mcp::{self, Sessions};
 use crate::agent::protocol::{CallId, Command, Event, Failure};
