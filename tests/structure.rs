@@ -73,9 +73,9 @@ const LAYERS: &[&[&str]] = &[
 /// rooms never import in a circle. docs/architecture.md draws the same table; a child of src/agent/
 /// missing here fails.
 const AGENT_ROOMS: &[&[&str]] = &[
-    // What every room shares: the seam (errors, bodies, the protocol of events and commands), the MCP
+    // What every room shares: the seam (errors, the protocol of events, commands and bodies), the MCP
     // sessions the instance keeps, and the callouts' ids and backoff.
-    &["error", "body", "mcp"],
+    &["error", "mcp"],
     &["protocol"],
     &["calls"],
     // What the request did (report, steps, spans), for those who watch it.
