@@ -4,7 +4,7 @@
 
 use super::admit::{self, Arrival};
 use super::callouts::CallTable;
-use super::instance::Instance;
+use super::memory::Instance;
 use super::metrics::{MetricSink, Metrics};
 use super::port::{answer_head, set_header, Attr, Headers, Host, Port};
 use crate::agent::spans::SpanNote;
