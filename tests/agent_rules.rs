@@ -197,3 +197,26 @@ fn a_higress_consumer_rule_reads_x_mse_consumer() {
     assert!(!out.llm_requests[0].to_string().contains("createPets"), "not offered");
     assert_eq!(run("gold").tool_calls.len(), 1);
 }
+
+/// Without rules, guard or headers the configuration holds no policy (`None`): the request then never
+/// enters the rules' code (turn/rules.rs, tools/approval.rs); a run without rules is
+/// `a_rule_that_fails_to_evaluate_refuses_the_call_and_no_rules_change_nothing`'s second half.
+/// Headers alone keep one (they are read).
+#[test]
+fn a_policy_with_nothing_in_it_is_none() {
+    let policy = |p: Option<Value>| {
+        let mut extra = json!({"mode": "native"});
+        if let Some(p) = p {
+            extra["policy"] = p;
+        }
+        let cfg = config(&[("pets.svc", "oai-petstore.yaml", json!({}))], extra);
+        Config::from_slice(cfg.as_bytes()).unwrap().call_policy
+    };
+    assert!(policy(None).is_none());
+    assert!(policy(Some(json!({}))).is_none());
+    assert!(policy(Some(json!({"rules": [], "headers": []}))).is_none());
+    assert_eq!(policy(Some(json!({"headers": ["x-role"]}))).unwrap().headers, vec!["x-role".to_string()]);
+    let rules = json!({"headers": ["x-role", "x-account"], "rules": rules()});
+    assert_eq!(policy(Some(rules)).map(|p| p.rules.len()), Some(3));
+    assert!(policy(Some(json!({"guard": {}}))).is_some_and(|p| p.guard.is_some()));
+}

@@ -25,7 +25,7 @@ fn error(v: Value) -> String {
 }
 
 fn model_for(p: &Plugin, route: &str, host: &str, cluster: &str) -> Option<String> {
-    p.select(RequestKeys { route, host, cluster, consumer: "" }).map(|c| c.llm.model.clone().unwrap_or_default())
+    p.select(RequestKeys { route, host, cluster, consumer: "" }).map(|(_, c)| c.llm.model.clone().unwrap_or_default())
 }
 
 #[test]
@@ -55,6 +55,25 @@ fn first_matching_rule_wins_then_the_global_part() {
     assert!(p.needs_route() && p.needs_cluster());
 }
 
+/// The place `select` gives is the chosen configuration's in `configs()` (what the instance's memory
+/// is kept by), with the global part first or without it.
+#[test]
+fn select_names_the_place_of_the_configuration_in_configs() {
+    let rules = json!([rule("r0", "_match_route_", json!(["r0"])), rule("r1", "_match_route_", json!(["r1"]))]);
+    let mut with_global = agent("global");
+    with_global["_rules_"] = rules.clone();
+    for p in [Plugin::from_value(&with_global).unwrap(), Plugin::from_value(&json!({"_rules_": rules})).unwrap()] {
+        for route in ["r0", "r1", "other"] {
+            let Some((i, cfg)) = p.select(RequestKeys { route, host: "", cluster: "", consumer: "" }) else {
+                assert!(p.global.is_none() && route == "other");
+                continue;
+            };
+            let at = p.configs().position(|c| std::rc::Rc::ptr_eq(c, cfg));
+            assert_eq!(Some(i), at, "route {route}");
+        }
+    }
+}
+
 #[test]
 fn several_matchers_in_one_rule_as_higress_go_sdk_reads_them() {
     // Route and service: both must match (what Higress's controller writes for a matchRule with both).
@@ -72,7 +91,7 @@ fn several_matchers_in_one_rule_as_higress_go_sdk_reads_them() {
     assert_eq!(model_for(&p, "x", "a.example.com", ""), None, "the domain of a route rule is not used");
     assert_eq!(model_for(&p, "other-route", "", "").as_deref(), Some("route-not-domain"));
     let keys = |consumer| RequestKeys { route: "team-a", host: "", cluster: "", consumer };
-    assert_eq!(p.select(keys("alice")).and_then(|c| c.llm.model.clone()).as_deref(), Some("prefix+consumer"));
+    assert_eq!(p.select(keys("alice")).and_then(|(_, c)| c.llm.model.clone()).as_deref(), Some("prefix+consumer"));
     assert!(p.select(keys("bob")).is_none());
     assert!(p.needs_consumer() && p.needs_cluster() && p.needs_route());
 }

@@ -2,19 +2,17 @@
 //! between them. The other files say what a reply or a call means (`llm`, `tool_phase`, `format`,
 //! `approval`, `finish`); this one alone changes the state.
 
-use super::calls::{self, Calls};
+use super::calls::{self, Calls, Retry};
 use super::error::{AgentError, ErrorCode};
 use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, RequestMeta};
-use super::retry::{self, Retry};
 use crate::agent::answer::finish::Response;
 use crate::agent::answer::wire;
 use crate::agent::record::{Record, Seen};
 use crate::agent::tools::approval;
-use crate::agent::tools::batch::Batch;
 use crate::agent::tools::identity::Identity;
 use crate::agent::tools::tool_phase::ToolPhase;
-use crate::agent::tools::work::Work;
+use crate::agent::tools::work::{Batch, Work};
 use crate::agent::turn::convo::{Convo, Next};
 use crate::agent::turn::format::{Format, Target};
 use crate::agent::turn::learn::Learning;
@@ -207,7 +205,9 @@ impl Machine {
         if self.meta.live {
             self.response.go_live(self.cfg.mode, json.is_none(), self.template_opens);
         }
-        let approved = approval::scan(&self.cfg, &mut req, &self.meta);
+        // Approvals are looked for only where a tool or a policy can ask for one.
+        let approvals = !self.cfg.confirm.is_empty() || self.cfg.call_policy.is_some();
+        let approved = if approvals { approval::scan(&self.cfg, &mut req, &self.meta) } else { Vec::new() };
         if approved.is_empty() {
             // Live streaming needs every turn to be a streamed callout.
             let first_by_callout = self.cfg.loop_phase == LoopPhase::Request || self.response.is_live();
@@ -279,7 +279,7 @@ impl Machine {
         if self.stepped_down(&mut c, status, body, relayed) {
             return self.ask_again(c, now_ms);
         }
-        let wait = retry::status_wait(status, headers).filter(|_| !relayed);
+        let wait = calls::status_wait(status, headers).filter(|_| !relayed);
         if self.retry_llm(&mut r, wait, now_ms) {
             return (State::AwaitLlm(r, c), Vec::new());
         }
@@ -332,7 +332,9 @@ impl Machine {
         let before = c.usage;
         let next = llm::read(&mut c, &self.cfg, body);
         self.llm_read(&c, before, ms);
-        self.record.note(Seen::Decided(rules::decided(&mut c)));
+        if c.rules.is_some() {
+            self.record.note(Seen::Decided(rules::decided(&mut c)));
+        }
         let next = match (next, self.cfg.llm.max_total_tokens) {
             (Ok(Next::Tools(_) | Next::ClientTools(_)), Some(budget)) if c.usage.total_tokens >= budget => {
                 log::info!("#{} the token budget ({budget}) is spent: the loop ends", self.meta.id);
@@ -395,7 +397,7 @@ impl Machine {
 
     /// Schedules the LLM call `r` to be sent again, if `wait` says it may be retried and a retry is
     /// left that ends before the deadline.
-    fn retry_llm(&mut self, r: &mut Retry, wait: Option<retry::Wait>, now_ms: u64) -> bool {
+    fn retry_llm(&mut self, r: &mut Retry, wait: Option<calls::Wait>, now_ms: u64) -> bool {
         let retried = llm::retry(&self.cfg, &mut self.calls, r, wait, now_ms, &self.meta.id);
         if retried {
             self.record.note(Seen::Retried);

@@ -11,7 +11,7 @@
 
 use crate::config::Api;
 use crate::tools::mcp::{self, Revision};
-use crate::tools::{Binding, Request, Tool};
+use crate::tools::Request;
 use crate::vec_map::VecMap;
 
 /// What requests know of an MCP server.
@@ -55,20 +55,19 @@ pub struct Handshake {
 }
 
 impl Handshake {
-    pub fn for_tool(tool: &Tool) -> Option<Box<Handshake>> {
-        match &tool.binding {
-            Binding::Mcp(t) => Some(Box::new(Handshake {
-                api: tool.api,
-                path: t.path.clone(),
-                step: Step::Start,
-                speaking: Revision::Modern,
-                session: None,
-                switched: false,
-                reopened: false,
-                started: None,
-            })),
-            Binding::OpenApi(_) => None,
-        }
+    /// The handshake a call of MCP tool `tool` (of API `api`) starts with. The caller matches the
+    /// tool's binding: an OpenAPI call never enters this file.
+    pub fn new(api: usize, tool: &mcp::McpTool) -> Box<Handshake> {
+        Box::new(Handshake {
+            api,
+            path: tool.path.clone(),
+            step: Step::Start,
+            speaking: Revision::Modern,
+            session: None,
+            switched: false,
+            reopened: false,
+            started: None,
+        })
     }
 }
 

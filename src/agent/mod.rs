@@ -6,18 +6,16 @@
 //! lowest first: `record` (report, steps, spans: what the request did, for those who watch it),
 //! `tools` (a turn's calls), `turn` (an LLM turn, in `react` or `native` mode, over a `convo`) and
 //! `answer` (the client's response, in the format its API asks for). Beside them, what every room
-//! shares: the seam (`protocol`, `body`, `error`), the callouts' ids and backoff (`calls`, `retry`)
+//! shares: the seam (`protocol`, `error`), the callouts' ids and backoff (`calls`)
 //! and the MCP sessions (`mcp`). A room imports only rooms below it (tests/structure.rs).
 
 mod answer;
-mod body;
 mod calls;
 mod error;
 mod machine;
 mod mcp;
 mod protocol;
 mod record;
-mod retry;
 mod tools;
 mod turn;
 

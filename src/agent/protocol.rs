@@ -10,8 +10,8 @@
 //!   event, for a host that makes spans. The rest of `Agent`'s methods only read its state (`report`,
 //!   `id`, `is_done`, `awaits_request`, `wants_stream`); nothing else leaves the agent.
 
-pub use super::body::Body;
 use super::mcp::Sessions as McpSessions;
+use std::rc::Rc;
 
 /// Per-request inputs that would otherwise come from a clock or a random source.
 #[derive(Debug, Clone, Default)]
@@ -259,4 +259,29 @@ pub enum Command {
     WakeAt(u64),
     /// Keep this for later requests (`Memory`); comes before the event's other commands.
     Learn(Lesson),
+}
+
+/// A callout's body, shared rather than copied: an LLM turn's call is kept for a retry while the host
+/// sends it (with a large catalog the body is ~80 KB, and copying it was a third of what the catalog
+/// cost a request).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Body(Rc<Vec<u8>>);
+
+impl From<Vec<u8>> for Body {
+    fn from(bytes: Vec<u8>) -> Body {
+        Body(Rc::new(bytes))
+    }
+}
+
+impl std::ops::Deref for Body {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }

@@ -128,7 +128,8 @@ fn needed(cfg: &Config) -> Vec<String> {
 /// `--header NAME:VALUE`: the client's headers the configuration forwards or exchanges (others are
 /// ignored, with a warning).
 fn client_headers(args: &[String], cfg: &Config) -> Result<ClientHeaders, CliError> {
-    let used: Vec<String> = cfg.identity_headers.iter().chain(&cfg.call_policy.headers).cloned().collect();
+    let policy = cfg.call_policy.iter().flat_map(|p| &p.headers);
+    let used: Vec<String> = cfg.identity_headers.iter().chain(policy).cloned().collect();
     let mut out = Vec::new();
     for arg in args {
         // Without a colon there is no telling name from value: nothing of it is shown.
@@ -228,7 +229,7 @@ impl Driver {
     fn drive(&mut self, body: &[u8]) -> Result<Reply, CliError> {
         let mut meta = select::meta(self.now());
         let (policy, identity): (Vec<_>, Vec<_>) =
-            self.client_headers.0.iter().cloned().partition(|(n, _)| self.cfg.call_policy.headers.contains(n));
+            self.client_headers.0.iter().cloned().partition(|(n, _)| self.cfg.call_policy.iter().any(|p| p.headers.contains(n)));
         meta.policy_headers = policy;
         meta.client_headers = ClientHeaders(identity);
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);

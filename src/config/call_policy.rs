@@ -45,9 +45,10 @@ impl CallPolicy {
     }
 }
 
-pub fn parse(root: &mut Fields<'_>) -> Result<CallPolicy, ConfigError> {
+/// `None`: no `policy`, or one with no rules, guard or headers (nothing to evaluate or read).
+pub fn parse(root: &mut Fields<'_>) -> Result<Option<CallPolicy>, ConfigError> {
     let Some(mut f) = root.opt_object("policy")? else {
-        return Ok(CallPolicy::default());
+        return Ok(None);
     };
     let headers = header_names(&mut f)?;
     let mut rules: Vec<Rule> = Vec::new();
@@ -65,7 +66,8 @@ pub fn parse(root: &mut Fields<'_>) -> Result<CallPolicy, ConfigError> {
     }
     let guard = f.opt_object("guard")?.map(parse_guard).transpose()?;
     f.deny_unknown()?;
-    Ok(CallPolicy { rules, headers, guard })
+    let p = CallPolicy { rules, headers, guard };
+    Ok(Some(p).filter(|p| p.is_on() || !p.headers.is_empty()))
 }
 
 fn header_names(f: &mut Fields<'_>) -> Result<Vec<String>, ConfigError> {

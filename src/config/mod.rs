@@ -150,8 +150,9 @@ pub struct Config {
     /// The same array as JSON text, spliced into every request body.
     pub native_tools_json: String,
     pub json_resp: Option<JsonResp>,
-    /// The rules on every tool call and the data-flow guard (top-level `policy`).
-    pub call_policy: call_policy::CallPolicy,
+    /// The rules on every tool call and the data-flow guard (top-level `policy`). `None`: nothing
+    /// configured, so a request never enters the rules' code (`turn/rules.rs`, `tools/approval.rs`).
+    pub call_policy: Option<call_policy::CallPolicy>,
     /// Tools that run only after the client approved the call (`apis[].policy.confirm`).
     pub confirm: Vec<String>,
     /// The MCP servers, to rebuild the catalog from a new `tools/list` (`with_mcp_tools`); those

@@ -80,12 +80,15 @@ impl Plugin {
         Ok(Plugin { global, rules })
     }
 
-    /// The configuration that applies to a request, if any.
-    pub fn select(&self, keys: RequestKeys<'_>) -> Option<&Rc<Config>> {
-        self.rules.iter().find(|r| r.matcher.matches(keys)).map(|r| &r.config).or(self.global.as_ref())
+    /// The configuration that applies to a request, if any, with its place in `configs()`.
+    pub fn select(&self, keys: RequestKeys<'_>) -> Option<(usize, &Rc<Config>)> {
+        let first = usize::from(self.global.is_some());
+        match self.rules.iter().position(|r| r.matcher.matches(keys)) {
+            Some(i) => Some((first + i, &self.rules[i].config)),
+            None => self.global.as_ref().map(|g| (0, g)),
+        }
     }
 
-    /// Every configuration: the global one, then the rules'.
     /// The same plugin with configuration `index` (in `configs()` order) replaced.
     pub fn with_config(&self, index: usize, cfg: Rc<Config>) -> Plugin {
         let mut p = self.clone();
@@ -100,6 +103,7 @@ impl Plugin {
         p
     }
 
+    /// Every configuration: the global one, then the rules'.
     pub fn configs(&self) -> impl Iterator<Item = &Rc<Config>> {
         self.global.iter().chain(self.rules.iter().map(|r| &r.config))
     }

@@ -102,10 +102,11 @@ pub fn mentions_json(content_type: &str) -> bool {
     content_type.as_bytes().windows(4).any(|w| w.eq_ignore_ascii_case(b"json"))
 }
 
-/// The configuration for this request: the global one, or the first rule that matches.
-pub fn select<'p>(port: &impl Port, plugin: &'p Plugin) -> Option<&'p Rc<Config>> {
+/// The configuration for this request: the global one, or the first rule that matches; with its
+/// place in the plugin (`Plugin::configs`).
+pub fn select<'p>(port: &impl Port, plugin: &'p Plugin) -> Option<(usize, &'p Rc<Config>)> {
     if plugin.rules.is_empty() {
-        return plugin.global.as_ref();
+        return plugin.global.as_ref().map(|g| (0, g));
     }
     let attr = |needed: bool, a| if needed { port.attribute(a).unwrap_or_default() } else { String::new() };
     let route = attr(plugin.needs_route(), Attr::RouteName);
@@ -132,8 +133,10 @@ fn context_headers(port: &impl Port, cfg: &Config) -> Vec<(String, String)> {
 
 /// The request headers `policy.headers` names, for the call rules (none read without rules).
 fn policy_headers(port: &impl Port, cfg: &Config) -> Vec<(String, String)> {
-    let names = &cfg.call_policy.headers;
-    names.iter().filter_map(|n| port.header(Headers::Request, n).map(|v| (n.clone(), v))).collect()
+    let Some(p) = &cfg.call_policy else {
+        return Vec::new();
+    };
+    p.headers.iter().filter_map(|n| port.header(Headers::Request, n).map(|v| (n.clone(), v))).collect()
 }
 
 /// The client's headers that the configuration's APIs forward or exchange (`forwardHeaders`,

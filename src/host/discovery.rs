@@ -5,7 +5,7 @@
 //! the tools it had (logged) and is listed again after a backoff (`Discovery`).
 
 use super::callouts::{Outgoing, RESET};
-use super::instance::Instance;
+use super::memory::Instance;
 use crate::config::{Api, Config};
 use crate::tools::mcp::discovery::{Discovery, Outcome};
 use crate::tools::Request;

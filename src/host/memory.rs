@@ -1,6 +1,7 @@
-//! What a plugin instance (one per Wasm VM; per worker and configuration on the dynamic module)
-//! learns from its requests and hands to later ones, in one structure: each request gets its share as
-//! `agent::Memory` with its inputs (`recall`) and teaches back through `Command::Learn` (`learn`).
+//! One plugin instance (`Instance`: one per Wasm VM; per worker and configuration on the dynamic
+//! module): its parsed configuration, and what it learns from its requests and hands to later ones,
+//! in one structure (`Memory`): each request gets its share as `agent::Memory` with its inputs
+//! (`recall`) and teaches back through `Command::Learn` (`learn`).
 //! Nothing else crosses from one request to another.
 //!
 //! - MCP servers' revisions and sessions, per configuration (its place in the plugin, which a
@@ -15,8 +16,40 @@
 
 use super::tokens::TokenCache;
 use crate::agent::{ClientHeaders, Lesson, McpPeer, Memory as Recalled, ModelFacts};
-use crate::config::{Config, Identity};
+use crate::config::{Config, Identity, Plugin};
 use crate::vec_map::VecMap;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The configuration new requests see, and the instance's memory.
+#[derive(Debug)]
+pub struct Instance {
+    plugin: RefCell<Rc<Plugin>>,
+    memory: RefCell<Memory>,
+}
+
+impl Instance {
+    pub fn new(plugin: Plugin) -> Self {
+        Instance { plugin: RefCell::new(Rc::new(plugin)), memory: RefCell::new(Memory::default()) }
+    }
+
+    /// The configuration new requests see (streams running keep the one they started with).
+    pub fn plugin(&self) -> Rc<Plugin> {
+        Rc::clone(&self.plugin.borrow())
+    }
+
+    /// Configuration `index` replaced by `next` (an MCP server listed again), in one step; what the
+    /// instance learnt of it stays (it is kept by `index`).
+    pub fn swap(&self, index: usize, next: Rc<Config>) {
+        let swapped = self.plugin().with_config(index, next);
+        *self.plugin.borrow_mut() = Rc::new(swapped);
+    }
+
+    /// What the instance learnt from its requests, for the next ones.
+    pub fn memory(&self) -> &RefCell<Memory> {
+        &self.memory
+    }
+}
 
 /// How many (configuration, model) entries an instance keeps.
 pub const MODELS: usize = 64;

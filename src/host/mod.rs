@@ -7,7 +7,6 @@ pub mod admit;
 pub mod callouts;
 pub mod discovery;
 pub mod fault;
-pub mod instance;
 pub mod logger;
 pub mod memory;
 pub mod metrics;
@@ -19,6 +18,6 @@ pub mod tokens;
 pub mod tracer;
 
 pub use callouts::Lost;
-pub use instance::Instance;
+pub use memory::Instance;
 pub use port::{Attr, Headers, Host, Port};
 pub use stream_run::{Head, Start, StreamRun};

@@ -4,7 +4,7 @@
 
 use super::admit::{self, Arrival};
 use super::callouts::CallTable;
-use super::instance::Instance;
+use super::memory::Instance;
 use super::metrics::{MetricSink, Metrics};
 use super::port::{answer_head, set_header, Attr, Headers, Host, Port};
 use crate::agent::spans::SpanNote;
@@ -132,11 +132,11 @@ impl StreamRun {
             return Start::Pass;
         };
         let plugin = instance.plugin();
-        self.config = admit::select(port, &plugin).cloned();
-        let Some(cfg) = self.config.clone() else {
+        let Some((index, cfg)) = admit::select(port, &plugin).map(|(i, c)| (i, Rc::clone(c))) else {
             // No rule for this route and no global configuration: not the filter's request.
             return Start::Pass;
         };
+        self.config = Some(Rc::clone(&cfg));
         let api = admit::candidate(port, end_of_stream)
             .and_then(|path| admit::api_of(&path, &cfg).ok_or(admit::NotTaken::Path));
         let api = match api {
@@ -148,7 +148,7 @@ impl StreamRun {
             admit::not_ready(port);
             return Start::Answered;
         }
-        self.config_index = plugin.configs().position(|c| Rc::ptr_eq(c, &cfg)).unwrap_or_default();
+        self.config_index = index;
         let mut meta = admit::meta(port, &cfg, arrival(), api);
         meta.memory = instance.memory().borrow_mut().recall(self.config_index, &cfg, &meta.client_headers, meta.now_ms);
         self.rid = meta.id.clone();

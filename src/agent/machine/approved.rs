@@ -4,8 +4,7 @@
 
 use super::{Machine, State, Step};
 use crate::agent::tools::approval::{self, Approved};
-use crate::agent::tools::batch::Batch;
-use crate::agent::tools::work::Work;
+use crate::agent::tools::work::{Batch, Work};
 use crate::agent::turn::convo::Convo;
 use crate::agent::turn::format::Target;
 use crate::openai::answer::FinishReason;

@@ -6,7 +6,7 @@ use super::{Machine, State, Step};
 use crate::agent::error::{AgentError, ErrorCode};
 use crate::agent::protocol::{CallId, Command, Failure};
 use crate::agent::record::Seen;
-use crate::agent::retry;
+use crate::agent::calls;
 use crate::agent::turn::llm;
 
 impl Machine {
@@ -16,7 +16,7 @@ impl Machine {
         log::warn!("#{} LLM call {} {failure}", self.meta.id, id.0);
         // A turn whose text the client already has cannot be asked again.
         let (relayed, _) = self.response.end_turn(id);
-        let wait = retry::failure_wait(&failure).filter(|_| !relayed);
+        let wait = calls::failure_wait(&failure).filter(|_| !relayed);
         let retried = match &mut state {
             State::AwaitLlm(r, _) | State::AwaitFormat(r, ..) => self.retry_llm(r, wait, now_ms),
             _ => false,

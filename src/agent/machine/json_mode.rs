@@ -5,7 +5,7 @@
 use super::{Machine, State, Step};
 use crate::agent::protocol::Command;
 use crate::agent::record::Seen;
-use crate::agent::retry::{self, Retry};
+use crate::agent::calls::{self, Retry};
 use crate::agent::turn::convo::Convo;
 use crate::agent::turn::format::{self, Format};
 use crate::agent::turn::llm;
@@ -22,7 +22,7 @@ impl Machine {
     ) -> Step {
         let ms = self.llm_answered(r.call.id, status, body, now_ms);
         // A refused response_format is stepped down at once, not sent again as it was.
-        let wait = retry::status_wait(status, headers).filter(|_| !f.has_response_format() || status == 429);
+        let wait = calls::status_wait(status, headers).filter(|_| !f.has_response_format() || status == 429);
         if self.retry_llm(&mut r, wait, now_ms) {
             return (State::AwaitFormat(r, c, f, reason), Vec::new());
         }

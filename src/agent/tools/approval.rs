@@ -23,7 +23,7 @@ pub struct Approved {
 /// by what the model is told. Only the `tool` messages that end the conversation, right after the
 /// assistant's calls, count: older approvals were run when they were given.
 pub fn scan(cfg: &Config, req: &mut ChatRequest, meta: &RequestMeta) -> Vec<Approved> {
-    if cfg.confirm.is_empty() && !cfg.call_policy.may_confirm() {
+    if cfg.confirm.is_empty() && !cfg.call_policy.as_ref().is_some_and(|p| p.may_confirm()) {
         return Vec::new();
     }
     let n = req.messages.len();

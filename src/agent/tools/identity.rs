@@ -4,7 +4,6 @@
 //! request (or not at all when the host seeded a token it kept). The tokens and the client's headers
 //! are credentials: never logged, never in the steps, never sent to the LLM.
 
-use super::work::ToolCall;
 use crate::agent::protocol::{Call, CallId, ClientHeaders, Exchanged};
 use crate::config::{Api, TokenExchange};
 use crate::vec_map::VecMap;
@@ -283,42 +282,6 @@ pub fn not_authorized(tool: &str) -> String {
         "The caller is not authorized to use '{tool}': the gateway could not obtain the caller's credentials \
          for its API. Do not retry it; tell the user that they are not authorized for this."
     )
-}
-
-/// Tool calls waiting for their API's token, and the exchanges of one batch.
-#[derive(Debug, Default)]
-pub struct Pending {
-    /// Exchanges in flight: call id → (`apis[]` index, retries sent).
-    pub calls: VecMap<CallId, (usize, u32)>,
-    /// Exchanges waiting for their backoff: (due, `apis[]` index, retries sent).
-    pub delayed: Vec<(u64, usize, u32)>,
-    /// Tool calls waiting: (`apis[]` index, call id, call).
-    pub parked: Vec<(usize, CallId, ToolCall)>,
-}
-
-impl Pending {
-    /// An exchange for API `api` is in flight or waits for its retry.
-    pub fn exchanging(&self, api: usize) -> bool {
-        self.calls.values().any(|(a, _)| *a == api) || self.delayed.iter().any(|(_, a, _)| *a == api)
-    }
-
-    /// The parked calls of API `api`, taken out.
-    pub fn unpark(&mut self, api: usize) -> Vec<(CallId, ToolCall)> {
-        let (mine, rest): (Vec<_>, Vec<_>) = self.parked.drain(..).partition(|(a, _, _)| *a == api);
-        self.parked = rest;
-        mine.into_iter().map(|(_, id, call)| (id, call)).collect()
-    }
-
-    /// The delayed exchanges due at `now_ms`, taken out: (`apis[]` index, retries sent).
-    pub fn due(&mut self, now_ms: u64) -> Vec<(usize, u32)> {
-        let (due, later): (Vec<_>, Vec<_>) = self.delayed.drain(..).partition(|(d, _, _)| *d <= now_ms);
-        self.delayed = later;
-        due.into_iter().map(|(_, api, n)| (api, n)).collect()
-    }
-
-    pub fn next_due(&self) -> Option<u64> {
-        self.delayed.iter().map(|(d, _, _)| *d).min()
-    }
 }
 
 pub use crate::doc::base64;

@@ -49,12 +49,12 @@ pub fn tool_view(cfg: &Config, t: &Tool) -> Value {
 /// Whether a call the client approved may run: a rule must not deny it (the approval cannot lift a
 /// denial), and either `apis[].policy.confirm` or a rule asked for the approval.
 pub fn approvable(cfg: &Config, meta: &RequestMeta, name: &str, arguments: &str) -> Approvable {
-    let p = &cfg.call_policy;
     let tool = cfg.tools.get(name);
     // The guard asks for approvals it cannot see again: the run that found the values is over.
-    let guarded = p.guard.as_ref().zip(tool).is_some_and(|(g, t)| !g.deny && sensitive(g, t));
+    let guard = cfg.call_policy.as_ref().and_then(|p| p.guard.as_ref());
+    let guarded = guard.zip(tool).is_some_and(|(g, t)| !g.deny && sensitive(g, t));
     let confirm = cfg.confirm.iter().any(|n| n == name) || guarded;
-    let Some(tool) = tool.filter(|_| !p.rules.is_empty()) else {
+    let Some((tool, p)) = tool.zip(cfg.call_policy.as_ref()).filter(|(_, p)| !p.rules.is_empty()) else {
         return if confirm { Approvable::Yes } else { Approvable::NotAsked };
     };
     let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);

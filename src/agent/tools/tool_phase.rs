@@ -2,16 +2,15 @@
 //! its session's handshake first), each reply or failure becomes what the model is told or a retry
 //! later, and each call's end is recorded (`Seen`) for the report, the steps and the spans.
 
-use super::batch::Batch;
 use super::identity::{self, Gate, Identity};
-use super::work::{self, ToolCall, Work};
+use super::work::{self, Batch, ToolCall, Work};
 use crate::agent::calls::{excerpt, Calls};
 use crate::agent::mcp::{self, Sessions};
 use crate::agent::protocol::{CallId, Command, Event, Failure};
 use crate::agent::record::report::{ToolClass, UNKNOWN_TOOL};
 use crate::agent::record::steps::ToolStatus;
 use crate::agent::record::{Record, Seen};
-use crate::agent::retry::{self, Wait};
+use crate::agent::calls::{self, Wait};
 use crate::config::Config;
 use crate::doc::truncate;
 use std::borrow::Cow;
@@ -135,11 +134,11 @@ impl ToolPhase<'_> {
         let (wait, result) = match outcome {
             Ok((status, headers, body)) => {
                 self.calls.forget(id);
-                (retry::status_wait(status, headers), identity::read_reply(status, body))
+                (calls::status_wait(status, headers), identity::read_reply(status, body))
             }
             Err(failure) => {
                 let (failure, _) = self.calls.failed(id, failure, now_ms);
-                (retry::failure_wait(&failure), Err(format!("the call {failure}")))
+                (calls::failure_wait(&failure), Err(format!("the call {failure}")))
             }
         };
         let why = match result {
@@ -223,7 +222,7 @@ impl ToolPhase<'_> {
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         let observation = work::tool_observation(self.cfg, &name, status, headers, body);
         self.step(b, id, ToolStatus::Http(status), &observation);
-        if !self.retry(b, id, retry::status_wait(status, headers), now_ms) {
+        if !self.retry(b, id, calls::status_wait(status, headers), now_ms) {
             let error = (!(200..300).contains(&status)).then(|| status.to_string());
             self.end(b, id, error.as_deref(), observation);
         }
@@ -238,7 +237,7 @@ impl ToolPhase<'_> {
         let name = b.name_of(id).unwrap_or(UNKNOWN_TOOL).to_string();
         let observation = format!("The call to '{name}' {failure}.");
         self.step(b, id, ToolStatus::Ended(class), &observation);
-        if !self.retry(b, id, retry::failure_wait(&failure), now_ms) {
+        if !self.retry(b, id, calls::failure_wait(&failure), now_ms) {
             let error = if class == ToolClass::TimedOut { "timeout" } else { class.as_str() };
             self.end(b, id, Some(error), observation);
         }

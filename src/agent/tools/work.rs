@@ -1,12 +1,17 @@
 //! A turn's tool work: what each call the model asked for becomes (a request to send, a refusal, a
-//! call that needs the client's approval), and what its reply tells the model.
+//! call that needs the client's approval), and what its reply tells the model; and the turn's
+//! `Batch`: its calls sent at most `limit` at a time, answered in any order, their observations
+//! returned in the order of the calls. A call whose API allows retries is kept until it is answered,
+//! so that it can be sent again after a backoff.
 
 use crate::agent::mcp::Handshake;
-use crate::agent::protocol::{Call, CallId};
+use crate::agent::protocol::{Call, CallId, Event};
 use crate::config::Config;
 use crate::doc::truncate;
-use crate::tools::{self, Tool};
+use crate::tools::{self, Binding, Tool};
+use crate::vec_map::VecMap;
 use serde_json::{Map, Value};
+use std::collections::VecDeque;
 
 /// One tool call of a turn: a request to send, or an observation known already (bad arguments,
 /// unknown tool, malformed output).
@@ -95,7 +100,10 @@ fn call_work(cfg: &Config, name: &str, input: Value) -> Work {
                 cluster: api.upstream.cluster.clone(),
                 request,
                 timeout_ms: api.upstream.timeout_ms,
-                mcp: Handshake::for_tool(tool),
+                mcp: match &tool.binding {
+                    Binding::Mcp(t) => Some(Handshake::new(tool.api, t)),
+                    Binding::OpenApi(_) => None,
+                },
             },
             note,
             args: args.to_string(),
@@ -170,5 +178,233 @@ pub fn tool_observation(cfg: &Config, tool: &str, status: u16, headers: &[(Strin
     match cfg.tools.get(tool) {
         Some(t) => t.observation(max, status, headers, body),
         None => tools::http_observation(tool, max, status, headers, body),
+    }
+}
+
+#[derive(Debug)]
+pub struct Batch {
+    names: Vec<String>,
+    results: Vec<Option<String>>,
+    queue: VecDeque<(usize, ToolCall)>,
+    in_flight: VecMap<CallId, usize>,
+    /// MCP calls in flight, as they were before the step sent under each id (`agent::mcp`).
+    mcp: VecMap<CallId, ToolCall>,
+    /// Per call: retries allowed, retries sent, and the request kept for them.
+    retries: Vec<(u32, u32, Option<ToolCall>)>,
+    /// Per call: what the model is told before the reply (e.g. arguments that were dropped).
+    notes: Vec<Option<String>>,
+    /// Per call: the result came from the tool (not from the filter).
+    real: Vec<bool>,
+    /// Per call: the arguments sent, as JSON text (for the client's transcript).
+    args: Vec<String>,
+    /// Calls waiting for their backoff to end: (due, call index).
+    delayed: Vec<(u64, usize)>,
+    /// Token exchanges and the calls waiting for them (`agent::identity`).
+    pub identity: Pending,
+    limit: usize,
+}
+
+impl Batch {
+    pub fn new(work: Vec<Work>, limit: usize) -> Batch {
+        let mut b = Batch {
+            names: Vec::new(),
+            results: Vec::new(),
+            queue: VecDeque::new(),
+            in_flight: VecMap::new(),
+            mcp: VecMap::new(),
+            retries: Vec::new(),
+            notes: Vec::new(),
+            real: Vec::new(),
+            args: Vec::new(),
+            delayed: Vec::new(),
+            identity: Pending::default(),
+            limit: limit.max(1),
+        };
+        for (i, w) in work.into_iter().enumerate() {
+            match w {
+                Work::Confirm { name, .. } => {
+                    // Not run here: the agent returns such calls to the client first.
+                    b.names.push(name);
+                    b.results.push(Some(String::new()));
+                    b.retries.push((0, 0, None));
+                    b.notes.push(None);
+                    b.real.push(false);
+                    b.args.push(String::new());
+                }
+                Work::Known(observation) | Work::Refused { observation, .. } | Work::Found { observation, .. } => {
+                    b.names.push(String::new());
+                    b.results.push(Some(observation));
+                    b.retries.push((0, 0, None));
+                    b.notes.push(None);
+                    b.real.push(false);
+                    b.args.push(String::new());
+                }
+                Work::Call { name, call, retries, note, args } => {
+                    b.names.push(name);
+                    b.results.push(None);
+                    b.notes.push(note);
+                    b.real.push(true);
+                    b.args.push(args);
+                    b.retries.push((retries, 0, (retries > 0).then(|| call.clone())));
+                    b.queue.push_back((i, call));
+                }
+            }
+        }
+        b
+    }
+
+    /// The next call to send, if the concurrency limit allows one, under the id `mint` gives it.
+    pub fn take(&mut self, mint: impl FnOnce() -> CallId) -> Option<(CallId, ToolCall)> {
+        if self.in_flight.len() >= self.limit {
+            return None;
+        }
+        let (i, call) = self.queue.pop_front()?;
+        let id = mint();
+        self.in_flight.insert(id, i);
+        Some((id, call))
+    }
+
+    /// Keeps the MCP call whose step went out under `id`, to go on from once it is answered.
+    pub fn hold(&mut self, id: CallId, call: ToolCall) {
+        self.mcp.insert(id, call);
+    }
+
+    /// The MCP call whose step went out under `id`, once that step is answered.
+    pub fn release(&mut self, id: CallId) -> Option<ToolCall> {
+        self.mcp.remove(&id)
+    }
+
+    /// The tool of call `id`, while it is in flight.
+    pub fn name_of(&self, id: CallId) -> Option<&str> {
+        self.in_flight.get(&id).map(|i| self.names[*i].as_str())
+    }
+
+    /// The place of call `id` in its turn, while it is in flight.
+    pub fn index_of(&self, id: CallId) -> Option<usize> {
+        self.in_flight.get(&id).copied()
+    }
+
+    pub fn args_of(&self, id: CallId) -> Option<&str> {
+        self.in_flight.get(&id).map(|i| self.args[*i].as_str())
+    }
+
+    pub fn waits_for(&self, id: CallId) -> bool {
+        self.in_flight.contains_key(&id)
+    }
+
+    /// The event is for this batch: an answer to one of its calls, or a wake-up for its retries.
+    pub fn takes(&self, event: &Event<'_>) -> bool {
+        match event {
+            Event::CallReply { id, .. } | Event::CallFailed { id, .. } => {
+                self.waits_for(*id) || self.identity.calls.contains_key(id)
+            }
+            Event::Wake => true,
+            _ => false,
+        }
+    }
+
+    /// Stores the observation for call `id`, made from its tool's name.
+    pub fn reply(&mut self, id: CallId, observation: impl FnOnce(&str) -> String) {
+        if let Some(i) = self.in_flight.remove(&id) {
+            let text = observation(&self.names[i]);
+            self.results[i] = Some(match &self.notes[i] {
+                Some(note) => format!("(Note: {note}.)\n{text}"),
+                None => text,
+            });
+        }
+    }
+
+    /// The last result that came from a tool, once complete.
+    pub fn last_real(&self) -> Option<&str> {
+        self.results.iter().zip(&self.real).rev().find(|(_, real)| **real).and_then(|(r, _)| r.as_deref())
+    }
+
+    /// (retries sent, retries left) for call `id`, if it may be retried at all.
+    pub fn attempts_left(&self, id: CallId) -> Option<(u32, u32)> {
+        let i = *self.in_flight.get(&id)?;
+        let (max, done, kept) = &self.retries[i];
+        (kept.is_some() && done < max).then_some((*done, max - done))
+    }
+
+    /// Takes call `id` out of flight and queues it again once `due` has passed.
+    pub fn retry_later(&mut self, id: CallId, due: u64) -> bool {
+        if self.attempts_left(id).is_none() {
+            return false;
+        }
+        let Some(i) = self.in_flight.remove(&id) else {
+            return false;
+        };
+        self.retries[i].1 += 1;
+        self.delayed.push((due, i));
+        true
+    }
+
+    /// The earliest time a delayed call is due.
+    pub fn next_due(&self) -> Option<u64> {
+        self.delayed.iter().map(|(due, _)| *due).min().into_iter().chain(self.identity.next_due()).min()
+    }
+
+    /// Queues every delayed call that is due at `now_ms`.
+    pub fn wake(&mut self, now_ms: u64) {
+        let (due, later): (Vec<_>, Vec<_>) = self.delayed.drain(..).partition(|(d, _)| *d <= now_ms);
+        self.delayed = later;
+        for (_, i) in due {
+            if let Some(call) = self.retries[i].2.clone() {
+                self.queue.push_back((i, call));
+            }
+        }
+    }
+
+    /// Call `id` goes on as `call` (its next step), first in the queue, under a new id.
+    pub fn resume(&mut self, id: CallId, call: ToolCall) {
+        if let Some(i) = self.in_flight.remove(&id) {
+            self.queue.push_front((i, call));
+        }
+    }
+
+    /// Every call of the turn is answered.
+    pub fn is_complete(&self) -> bool {
+        self.results.iter().all(Option::is_some)
+    }
+
+    /// Every observation, in call order (once complete).
+    pub fn into_observations(self) -> Vec<String> {
+        self.results.into_iter().flatten().collect()
+    }
+}
+
+/// Tool calls waiting for their API's token, and the exchanges of one batch.
+#[derive(Debug, Default)]
+pub struct Pending {
+    /// Exchanges in flight: call id → (`apis[]` index, retries sent).
+    pub calls: VecMap<CallId, (usize, u32)>,
+    /// Exchanges waiting for their backoff: (due, `apis[]` index, retries sent).
+    pub delayed: Vec<(u64, usize, u32)>,
+    /// Tool calls waiting: (`apis[]` index, call id, call).
+    pub parked: Vec<(usize, CallId, ToolCall)>,
+}
+
+impl Pending {
+    /// An exchange for API `api` is in flight or waits for its retry.
+    pub fn exchanging(&self, api: usize) -> bool {
+        self.calls.values().any(|(a, _)| *a == api) || self.delayed.iter().any(|(_, a, _)| *a == api)
+    }
+
+    /// The parked calls of API `api`, taken out.
+    pub fn unpark(&mut self, api: usize) -> Vec<(CallId, ToolCall)> {
+        let (mine, rest): (Vec<_>, Vec<_>) = self.parked.drain(..).partition(|(a, _, _)| *a == api);
+        self.parked = rest;
+        mine.into_iter().map(|(_, id, call)| (id, call)).collect()
+    }
+
+    /// The delayed exchanges due at `now_ms`, taken out: (`apis[]` index, retries sent).
+    pub fn due(&mut self, now_ms: u64) -> Vec<(usize, u32)> {
+        let (due, later): (Vec<_>, Vec<_>) = self.delayed.drain(..).partition(|(d, _, _)| *d <= now_ms);
+        self.delayed = later;
+        due.into_iter().map(|(_, api, n)| (api, n)).collect()
+    }
+
+    pub fn next_due(&self) -> Option<u64> {
+        self.delayed.iter().map(|(d, _, _)| *d).min()
     }
 }

@@ -7,7 +7,7 @@ use super::{native, offer, react, rules};
 use crate::agent::calls::Calls;
 use crate::agent::error::{AgentError, ErrorCode};
 use crate::agent::protocol::{Call, RequestMeta};
-use crate::agent::retry::{Retry, Wait};
+use crate::agent::calls::{Retry, Wait};
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::{answer, ChatRequest};
@@ -19,9 +19,14 @@ pub fn start(cfg: &Config, req: ChatRequest, meta: &RequestMeta) -> Result<(Conv
         Mode::React => react::start(&mut c, &req)?,
         Mode::Native => native::start(&mut c, cfg, &req)?,
     }
-    rules::start(&mut c, cfg, meta, &req);
+    // Without call rules nothing of them is entered (`Config::call_policy`, `Convo::rules`).
+    if cfg.call_policy.is_some() {
+        rules::start(&mut c, cfg, meta, &req);
+    }
     offer::offer(&mut c, cfg, &req);
-    rules::offer(&mut c, cfg);
+    if c.rules.is_some() {
+        rules::offer(&mut c, cfg);
+    }
     c.add_context(cfg, meta);
     let body = c.body(cfg, None);
     Ok((c, body))
@@ -38,7 +43,9 @@ pub fn read(c: &mut Convo, cfg: &Config, body: &[u8]) -> Result<Next, AgentError
 
 /// Appends this turn's observations (in call order) and returns the next LLM request's body.
 pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>) -> Vec<u8> {
-    rules::observed(c, &observations);
+    if c.rules.is_some() {
+        rules::observed(c, &observations);
+    }
     let limit = c.ask_final(cfg);
     match c.mode {
         Mode::React => react::observe(c, cfg, observations, limit),

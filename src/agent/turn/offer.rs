@@ -59,7 +59,8 @@ pub fn offer(c: &mut Convo, cfg: &Config, req: &ChatRequest) {
 pub fn work(c: &mut Convo, cfg: &Config, name: &str, input: Value) -> Work {
     match &cfg.offer {
         Some(o) if name == FIND_TOOLS => find(c, cfg, o, input),
-        _ => rules::check(c, cfg, tool_work(cfg, name, input)),
+        _ if c.rules.is_some() => rules::check(c, cfg, tool_work(cfg, name, input)),
+        _ => tool_work(cfg, name, input),
     }
 }
 

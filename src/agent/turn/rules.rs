@@ -18,10 +18,9 @@ use serde_json::Value;
 
 /// The rules' view of this request, when the configuration has rules (nothing is made without).
 pub fn start(c: &mut Convo, cfg: &Config, meta: &RequestMeta, req: &ChatRequest) {
-    let p = &cfg.call_policy;
-    if !p.is_on() {
+    let Some(p) = cfg.call_policy.as_ref().filter(|p| p.is_on()) else {
         return;
-    }
+    };
     let headers = headers_view(meta);
     let offer = policy::Offer::new(&p.rules, &headers);
     let hidden = if offer.hides_nothing() {
@@ -72,10 +71,10 @@ pub fn check(c: &mut Convo, cfg: &Config, work: Work) -> Work {
         Work::Call { name, args, .. } | Work::Confirm { name, args } => (name, args),
         _ => return work,
     };
-    let Some(tool) = cfg.tools.get(name) else {
+    let (Some(tool), Some(p)) = (cfg.tools.get(name), &cfg.call_policy) else {
         return work;
     };
-    let rules = &cfg.call_policy.rules;
+    let rules = &p.rules;
     let args_value: Value = serde_json::from_str(args).unwrap_or(Value::Null);
     let verdict =
         if rules.is_empty() { None } else { policy::decide(rules, &tool_view(cfg, tool), &args_value, &r.headers) };
@@ -102,7 +101,7 @@ pub fn check(c: &mut Convo, cfg: &Config, work: Work) -> Work {
             Decision::Allow => {}
         }
     }
-    let (Some(g), Some(flow)) = (&cfg.call_policy.guard, &r.flow) else {
+    let (Some(g), Some(flow)) = (&p.guard, &r.flow) else {
         return work;
     };
     if matches!(work, Work::Confirm { .. }) || !(by_rule || sensitive(g, tool)) {

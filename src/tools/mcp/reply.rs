@@ -2,7 +2,7 @@
 
 use super::{Revision, LEGACY, MODERN};
 use crate::doc::truncate;
-use crate::tools::reply::{compressed, http_observation};
+use crate::tools::{compressed, http_observation};
 use serde_json::Value;
 
 /// 2026-07-28's `UnsupportedProtocolVersionError`, which lists the versions the server speaks.
