@@ -228,8 +228,12 @@ impl Driver {
     /// Runs one request to the agent's reply.
     fn drive(&mut self, body: &[u8]) -> Result<Reply, CliError> {
         let mut meta = select::meta(self.now());
-        let (policy, identity): (Vec<_>, Vec<_>) =
-            self.client_headers.0.iter().cloned().partition(|(n, _)| self.cfg.call_policy.iter().any(|p| p.headers.contains(n)));
+        let (policy, identity): (Vec<_>, Vec<_>) = self
+            .client_headers
+            .0
+            .iter()
+            .cloned()
+            .partition(|(n, _)| self.cfg.call_policy.iter().any(|p| p.headers.contains(n)));
         meta.policy_headers = policy;
         meta.client_headers = ClientHeaders(identity);
         let mut agent = Agent::new(Rc::clone(&self.cfg), meta);

@@ -3,10 +3,10 @@
 //! other transitions do.
 
 use super::{Machine, State, Step};
+use crate::agent::calls;
 use crate::agent::error::{AgentError, ErrorCode};
 use crate::agent::protocol::{CallId, Command, Failure};
 use crate::agent::record::Seen;
-use crate::agent::calls;
 use crate::agent::turn::llm;
 
 impl Machine {

@@ -3,9 +3,9 @@
 //! `machine` so that it changes the state as the other transitions do.
 
 use super::{Machine, State, Step};
+use crate::agent::calls::{self, Retry};
 use crate::agent::protocol::Command;
 use crate::agent::record::Seen;
-use crate::agent::calls::{self, Retry};
 use crate::agent::turn::convo::Convo;
 use crate::agent::turn::format::{self, Format};
 use crate::agent::turn::llm;

@@ -4,13 +4,13 @@
 
 use super::identity::{self, Gate, Identity};
 use super::work::{self, Batch, ToolCall, Work};
+use crate::agent::calls::{self, Wait};
 use crate::agent::calls::{excerpt, Calls};
 use crate::agent::mcp::{self, Sessions};
 use crate::agent::protocol::{CallId, Command, Event, Failure};
 use crate::agent::record::report::{ToolClass, UNKNOWN_TOOL};
 use crate::agent::record::steps::ToolStatus;
 use crate::agent::record::{Record, Seen};
-use crate::agent::calls::{self, Wait};
 use crate::config::Config;
 use crate::doc::truncate;
 use std::borrow::Cow;

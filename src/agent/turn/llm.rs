@@ -5,9 +5,9 @@
 use super::convo::{Convo, Next};
 use super::{native, offer, react, rules};
 use crate::agent::calls::Calls;
+use crate::agent::calls::{Retry, Wait};
 use crate::agent::error::{AgentError, ErrorCode};
 use crate::agent::protocol::{Call, RequestMeta};
-use crate::agent::calls::{Retry, Wait};
 use crate::config::{Config, Mode};
 use crate::doc::truncate;
 use crate::openai::{answer, ChatRequest};
