@@ -102,15 +102,17 @@ pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
 
 /// Where `needle` first occurs in `hay`. A model's reply is read for short markers (`Action:`,
 /// `\nObservation:`, a think block's close) several times per turn; for such needles a scan for the
-/// first byte costs less than `str::find`, whose two-way searcher is set up anew on every call. A match
-/// is on a character boundary: a needle starts with a UTF-8 lead byte, which no continuation byte equals.
+/// first byte costs less than `str::find`, whose two-way searcher is set up anew on every call. The
+/// scan is `memchr`'s, a word at a time even in the size-optimized .wasm (a byte loop there cost ~7,000
+/// instructions per request). A match is on a character boundary: a needle starts with a UTF-8 lead
+/// byte, which no continuation byte equals.
 pub fn find_str(hay: &str, needle: &str) -> Option<usize> {
     let (h, n) = (hay.as_bytes(), needle.as_bytes());
     let Some(&first) = n.first() else { return Some(0) };
     let last_start = h.len().checked_sub(n.len())?;
     let mut at = 0;
     while at <= last_start {
-        let i = h[at..=last_start].iter().position(|&b| b == first)?;
+        let i = memchr::memchr(first, &h[at..=last_start])?;
         if h[at + i..].starts_with(n) {
             return Some(at + i);
         }
