@@ -57,7 +57,10 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
 
 pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
     let mut structured = None;
-    if reply.tool_calls.is_empty() {
+    // A call written as text opens with `<tool_call>` or `[TOOL_CALLS]`: text with neither `<` nor
+    // `[` holds none.
+    let written = |text: &str| text.bytes().any(|b| b == b'<' || b == b'[');
+    if reply.tool_calls.is_empty() && written(&reply.content) {
         if let Some(read) = text_calls::read(&reply.content) {
             match read {
                 Ok(calls) => structured = Some(as_structured(&mut reply, calls)),
