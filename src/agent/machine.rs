@@ -98,9 +98,8 @@ impl Machine {
             identity
         });
         let template_opens = cfg.template_opens;
-        // Kept MCP sessions are told back when they change, tokens when exchanged or refused.
-        let learns = !meta.memory.mcp.is_empty() || identity.is_some();
-        let learning = learns.then(|| Learning::new(&meta.memory));
+        // Kept MCP sessions are told back when they change (`handle` makes it for the rest).
+        let learning = (!meta.memory.mcp.is_empty()).then(|| Learning::new(&meta.memory));
         let mcp_sessions = meta.memory.mcp.clone();
         let record = Record::new(&cfg, &meta);
         Machine {
@@ -141,7 +140,8 @@ impl Machine {
         if let Some(at) = self.wake_at() {
             commands.push(Command::WakeAt(at));
         }
-        // Without `learning` nothing was taught yet: sessions only once an MCP call opened one.
+        // Without `learning` nothing was taught yet: a token only where there is an identity,
+        // sessions only once an MCP call opened one.
         if self.learning.is_some() || self.identity.is_some() || !self.mcp_sessions.is_empty() {
             let lessons = learning(&mut self.learning, &self.meta.memory).tell(&self.mcp_sessions, self.identity.as_mut());
             commands.splice(0..0, lessons);
