@@ -143,7 +143,8 @@ impl Machine {
         // Without `learning` nothing was taught yet: a token only where there is an identity,
         // sessions only once an MCP call opened one.
         if self.learning.is_some() || self.identity.is_some() || !self.mcp_sessions.is_empty() {
-            let lessons = learning(&mut self.learning, &self.meta.memory).tell(&self.mcp_sessions, self.identity.as_mut());
+            let lessons =
+                learning(&mut self.learning, &self.meta.memory).tell(&self.mcp_sessions, self.identity.as_mut());
             commands.splice(0..0, lessons);
         }
         commands
@@ -215,7 +216,8 @@ impl Machine {
         self.response.asked(&req, &front);
         let model = self.cfg.llm.model.as_deref().or(req.model.as_deref()).unwrap_or_default();
         if !self.meta.memory.models.is_empty() {
-            self.template_opens |= learning(&mut self.learning, &self.meta.memory).asks(model, &self.meta.memory).template_opens;
+            self.template_opens |=
+                learning(&mut self.learning, &self.meta.memory).asks(model, &self.meta.memory).template_opens;
         }
         let json = match Target::for_request(&self.cfg, &req) {
             Ok(t) => t,
