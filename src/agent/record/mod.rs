@@ -185,18 +185,18 @@ fn span(spans: &mut Spans, seen: &Seen<'_>) {
         }
         Seen::Resent(id) => spans.chat_call(*id),
         Seen::Retried => spans.chat_retried(),
-        Seen::SteppedDown(param) => spans.chat_tag("api_agent.stepped_down", param),
-        Seen::Replied(status) => spans.chat_tag("http.response.status_code", status),
+        Seen::SteppedDown(param) => spans.chat_tag("api_agent.stepped_down", *param),
+        Seen::Replied(status) => spans.chat_tag("http.response.status_code", *status),
         Seen::Read { total, before, model, .. } => spans.chat_read(model, steps::delta(*total, *before)),
         Seen::Decided(decisions) => {
             for (_, rule, decision) in decisions {
                 spans.chat_tag("api_agent.policy.rule", rule);
-                spans.chat_tag("api_agent.policy.decision", decision);
+                spans.chat_tag("api_agent.policy.decision", *decision);
             }
         }
         Seen::TurnEnded(reason) => {
             if let Some(reason) = reason {
-                spans.chat_tag("gen_ai.response.finish_reasons", reason);
+                spans.chat_tag("gen_ai.response.finish_reasons", *reason);
             }
             spans.chat_end();
         }
@@ -207,7 +207,7 @@ fn span(spans: &mut Spans, seen: &Seen<'_>) {
             spans.tool_refused(name, ToolClass::Refused.as_str(), "", observation);
         }
         Seen::ToolSent { id, name, index } => spans.tool(*id, name, *index),
-        Seen::ToolAnswered { id, status: Some(status), .. } => spans.tool_tag(*id, "http.response.status_code", status),
+        Seen::ToolAnswered { id, status: Some(status), .. } => spans.tool_tag(*id, "http.response.status_code", *status),
         Seen::ToolEnded { id, name, index, error, io } => spans.tool_end(*id, name, *index, *error, *io),
         Seen::ExchangeSent(id) => spans.run_call(*id),
         Seen::Exchanged { token, .. } => spans.mask(token),
