@@ -207,7 +207,9 @@ fn span(spans: &mut Spans, seen: &Seen<'_>) {
             spans.tool_refused(name, ToolClass::Refused.as_str(), "", observation);
         }
         Seen::ToolSent { id, name, index } => spans.tool(*id, name, *index),
-        Seen::ToolAnswered { id, status: Some(status), .. } => spans.tool_tag(*id, "http.response.status_code", *status),
+        Seen::ToolAnswered { id, status: Some(status), .. } => {
+            spans.tool_tag(*id, "http.response.status_code", *status)
+        }
         Seen::ToolEnded { id, name, index, error, io } => spans.tool_end(*id, name, *index, *error, *io),
         Seen::ExchangeSent(id) => spans.run_call(*id),
         Seen::Exchanged { token, .. } => spans.mask(token),
