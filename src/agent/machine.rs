@@ -219,7 +219,9 @@ impl Machine {
             self.template_opens |=
                 learning(&mut self.learning, &self.meta.memory).asks(model, &self.meta.memory).template_opens;
         }
-        let json = match Target::for_request(&self.cfg, &req) {
+        // JSON mode's code only where the request or the configuration asks for it.
+        let json_asked = self.cfg.json_resp.is_some() || req.raw.get("response_format").is_some();
+        let json = match json_asked.then(|| Target::for_request(&self.cfg, &req)).unwrap_or(Ok(None)) {
             Ok(t) => t,
             Err(e) => return self.fail(e),
         };
