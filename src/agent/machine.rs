@@ -464,7 +464,7 @@ impl Machine {
     }
 
     fn finish(&mut self, c: &Convo, content: &str, reason: FinishReason, tool_calls: Option<&Value>) -> Step {
-        match self.response.answer(c, content, reason, tool_calls, self.record.steps.value()) {
+        match self.response.answer(c, content, reason, tool_calls, self.record.steps.as_ref().and_then(|s| s.value())) {
             Ok(reply) => {
                 self.record.note(Seen::Answered { length: reason == FinishReason::Length, budget: self.budget_spent });
                 (State::Done, vec![Command::Reply(reply)])

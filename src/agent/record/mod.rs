@@ -78,7 +78,8 @@ pub enum Seen<'a> {
 /// ask for, and the spans.
 pub struct Record {
     pub report: Report,
-    pub steps: Steps,
+    /// `None` unless the client or the configuration asks for them: nothing of `steps.rs` runs.
+    pub steps: Option<Steps>,
     /// `None` until the host makes spans (`Agent::trace`): a request without them never enters
     /// `spans.rs`.
     pub spans: Option<Spans>,
@@ -91,7 +92,7 @@ impl Record {
     /// them (`Agent::trace`).
     pub fn new(cfg: &Config, meta: &RequestMeta) -> Record {
         let want_steps = meta.steps || cfg.return_steps;
-        let steps = Steps::new(want_steps, if want_steps { cfg.secrets().to_vec() } else { Vec::new() });
+        let steps = want_steps.then(|| Steps::new(true, cfg.secrets().to_vec()));
         let report = Report::new(cfg.mode, meta.now_ms);
         Record { report, steps, spans: None, limit: cfg.llm.max_observation_bytes }
     }
@@ -103,7 +104,7 @@ impl Record {
         if let Some(spans) = &mut self.spans {
             span(spans, &seen);
         }
-        let (report, steps) = (&mut self.report, &mut self.steps);
+        let (report, mut steps) = (&mut self.report, self.steps.as_mut());
         match seen {
             Seen::Retried => report.llm_retries += 1,
             Seen::Timed(ms) => report.llm_ms.push(ms),
@@ -111,11 +112,15 @@ impl Record {
             Seen::Read { total, before, model, reasoning, ms } => {
                 report.tokens = total;
                 model.clone_into(&mut report.model);
-                steps.llm(ms, steps::delta(total, before), reasoning, self.limit);
+                if let Some(steps) = steps {
+                    steps.llm(ms, steps::delta(total, before), reasoning, self.limit);
+                }
             }
             Seen::Decided(decisions) => {
                 for (tool, rule, decision) in decisions {
-                    steps.policy(&tool, &rule, decision);
+                    if let Some(steps) = steps.as_deref_mut() {
+                        steps.policy(&tool, &rule, decision);
+                    }
                     report.policy.push((rule, decision));
                 }
             }
@@ -129,20 +134,24 @@ impl Record {
             Seen::Failed(status, code) => report.failed(status, code),
             Seen::Malformed => report.malformed += 1,
             Seen::ToolRefused { name, known, observation } => {
-                steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
+                if let Some(steps) = steps {
+                    steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
+                }
                 // The model's names never become metric names.
                 let name = (if known { name } else { UNKNOWN_TOOL }).to_string();
                 report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
             }
             Seen::ToolsFound { query, observation } => {
-                let args = serde_json::json!({ "query": query }).to_string();
-                steps.tool(FIND_TOOLS, &args, ToolStatus::Ended(ToolClass::Ok2xx), observation, 0);
+                if let Some(steps) = steps {
+                    let args = serde_json::json!({ "query": query }).to_string();
+                    steps.tool(FIND_TOOLS, &args, ToolStatus::Ended(ToolClass::Ok2xx), observation, 0);
+                }
             }
             Seen::ToolAnswered { name, class, status, ms, .. } => {
                 report.tools.push(ToolRecord { name, class, status, ms });
             }
             Seen::ToolStep { name, arguments, status, observation } => {
-                if steps.is_on() {
+                if let Some(steps) = steps {
                     let ms = report.tools.last().map_or(0, |t| t.ms);
                     steps.tool(name, arguments, status, observation, ms);
                 }
