@@ -221,7 +221,8 @@ impl Machine {
         }
         // JSON mode's code only where the request or the configuration asks for it.
         let json_asked = self.cfg.json_resp.is_some() || req.raw.get("response_format").is_some();
-        let json = match json_asked.then(|| Target::for_request(&self.cfg, &req)).unwrap_or(Ok(None)) {
+        let json = if json_asked { Target::for_request(&self.cfg, &req) } else { Ok(None) };
+        let json = match json {
             Ok(t) => t,
             Err(e) => return self.fail(e),
         };
