@@ -255,3 +255,20 @@ fn a_model_name_in_a_span_is_bounded_and_printable() {
     let first = out.spans.iter().find(|l| l.contains(" chat ")).unwrap();
     assert!(first.contains(" chat m-xéé"), "{first}");
 }
+
+#[test]
+fn the_run_span_ends_with_the_answer_and_says_how_it_ended() {
+    use api_agent::agent::{Agent, Event};
+    use api_agent::config::Config;
+    use std::rc::Rc;
+    let cfg = Rc::new(Config::from_slice(pets(json!({"mode": "native"})).as_bytes()).unwrap());
+    let mut a = Agent::new(cfg, request_meta("r1", START_MS, 1));
+    a.trace();
+    a.handle(Event::ClientRequest { body: user("Hi?").to_string().as_bytes() }, START_MS);
+    let reply = completion(json!({"role": "assistant", "content": "Hello."}));
+    a.handle(Event::UpstreamReply { status: 200, body: reply.as_bytes(), headers_sent: true }, START_MS + 5);
+    // Before the stream closes: the span ends with the event that answered, after the report's end.
+    let notes: Vec<String> = a.poll_spans().iter().map(span_line).collect();
+    let end = notes.iter().position(|l| l == "close 1").unwrap_or_else(|| panic!("{notes:?}"));
+    assert!(notes[..end].contains(&"tag 1 api_agent.outcome=answer".to_string()), "{notes:?}");
+}

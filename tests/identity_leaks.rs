@@ -157,3 +157,34 @@ fn a_spelled_credential_cut_by_the_observation_limit_is_masked_whole() {
         assert_nothing_seen(&out);
     }
 }
+
+/// A run of the weather API only, which carries no identity (no `forwardHeaders`, no
+/// `tokenExchange`): the tool echoes `echoed` in every spelling.
+fn run_without_identity(echoed: &'static [&'static str], client: Option<&str>) -> Outcome {
+    let cfg = config(
+        &[("weather.svc", "weather.yaml", json!({}))],
+        json!({"mode": "native", "returnSteps": true, "tracing": {"content": true},
+               "llm": {"apiKey": LLM_KEY, "maxObservationBytes": 4096}}),
+    );
+    let mut h = Harness::new(&cfg)
+        .tool("outbound|8080||weather.svc", move |_| {
+            let all: Vec<String> = echoed.iter().flat_map(|c| spellings(c)).collect();
+            ToolReply::Http(200, json!({"echo": all.join(" ")}).to_string())
+        })
+        .llm([native_calls(&[("b", "get_weather_now", json!({"location": "Jinan"}))]), text("Done.")]);
+    h.spans = true;
+    h.client_headers = client.map(|c| vec![("authorization".into(), c.to_string())]).unwrap_or_default();
+    h.run(&user("Weather?"))
+}
+
+#[test]
+fn a_configured_secret_is_masked_when_no_api_carries_an_identity() {
+    // Nothing of the client's to mask: the agent keeps no identity, the configured secrets still go.
+    assert_nothing_seen(&run_without_identity(&[LLM_KEY], None));
+}
+
+#[test]
+fn a_client_credential_is_masked_though_no_api_forwards_it() {
+    // The client's headers are the host's input: whatever it handed over is masked, configured or not.
+    assert_nothing_seen(&run_without_identity(&[LLM_KEY, BEARER], Some(&format!("Bearer {BEARER}"))));
+}

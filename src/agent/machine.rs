@@ -5,7 +5,7 @@
 use super::calls::{self, Calls, Retry};
 use super::error::{AgentError, ErrorCode};
 use super::mcp::Sessions;
-use super::protocol::{CallId, Command, Event, RequestMeta};
+use super::protocol::{CallId, Command, Event, Memory, RequestMeta};
 use crate::agent::answer::finish::Response;
 use crate::agent::answer::wire;
 use crate::agent::record::{Record, Seen};
@@ -62,10 +62,13 @@ pub struct Machine {
     pub(super) record: Record,
     /// MCP sessions, from the instance's memory and told back (`learning`).
     mcp_sessions: Sessions,
-    /// The client's identity on its tools' calls, and the tokens exchanged for it.
-    pub(super) identity: Identity,
-    /// What earlier requests taught this one, and what it teaches later ones.
-    learning: Learning,
+    /// The client's identity on its tools' calls, and the tokens exchanged for it. `None`: nothing
+    /// to carry or mask (no API forwards or exchanges, the client sent no such header, no token
+    /// kept), so a request without identity never enters `identity.rs`.
+    pub(super) identity: Option<Identity>,
+    /// What earlier requests taught this one, and what it teaches later ones. `None` until there is
+    /// something to take or give (`learning()`): a request that learns nothing never enters `learn.rs`.
+    learning: Option<Learning>,
     /// The server's chat template opens think blocks (`reasoning.templateOpens`, or learnt from an
     /// earlier request to the model): live turns' text is thinking until `</think>`.
     template_opens: bool,
@@ -78,15 +81,25 @@ pub struct Machine {
 
 type Step = (State, Vec<Command>);
 
+/// What earlier requests taught this one, made when the request first takes or gives a lesson.
+fn learning<'l>(learning: &'l mut Option<Learning>, memory: &Memory) -> &'l mut Learning {
+    learning.get_or_insert_with(|| Learning::new(memory))
+}
+
 impl Machine {
     pub fn new(cfg: Rc<Config>, meta: RequestMeta) -> Machine {
         let calls = Calls::new(meta.seed, meta.now_ms, cfg.llm.max_request_time_ms);
-        let mut identity = Identity::new(meta.client_headers.clone());
-        for (api, token) in &meta.memory.tokens {
-            identity.seed(*api, token.clone());
-        }
+        let carried = !cfg.identity_headers.is_empty() || !meta.client_headers.0.is_empty();
+        let identity = (carried || !meta.memory.tokens.is_empty()).then(|| {
+            let mut identity = Identity::new(meta.client_headers.clone());
+            for (api, token) in &meta.memory.tokens {
+                identity.seed(*api, token.clone());
+            }
+            identity
+        });
         let template_opens = cfg.template_opens;
-        let learning = Learning::new(&meta.memory);
+        // Kept MCP sessions are told back when they change (`handle` makes it for the rest).
+        let learning = (!meta.memory.mcp.is_empty()).then(|| Learning::new(&meta.memory));
         let mcp_sessions = meta.memory.mcp.clone();
         let record = Record::new(&cfg, &meta);
         Machine {
@@ -127,8 +140,13 @@ impl Machine {
         if let Some(at) = self.wake_at() {
             commands.push(Command::WakeAt(at));
         }
-        let lessons = self.learning.tell(&self.mcp_sessions, &mut self.identity);
-        commands.splice(0..0, lessons);
+        // Without `learning` nothing was taught yet: a token only where there is an identity,
+        // sessions only once an MCP call opened one.
+        if self.learning.is_some() || self.identity.is_some() || !self.mcp_sessions.is_empty() {
+            let lessons =
+                learning(&mut self.learning, &self.meta.memory).tell(&self.mcp_sessions, self.identity.as_mut());
+            commands.splice(0..0, lessons);
+        }
         commands
     }
 
@@ -197,8 +215,14 @@ impl Machine {
         };
         self.response.asked(&req, &front);
         let model = self.cfg.llm.model.as_deref().or(req.model.as_deref()).unwrap_or_default();
-        self.template_opens |= self.learning.asks(model, &self.meta.memory).template_opens;
-        let json = match Target::for_request(&self.cfg, &req) {
+        if !self.meta.memory.models.is_empty() {
+            self.template_opens |=
+                learning(&mut self.learning, &self.meta.memory).asks(model, &self.meta.memory).template_opens;
+        }
+        // JSON mode's code only where the request or the configuration asks for it.
+        let json_asked = self.cfg.json_resp.is_some() || req.raw.get("response_format").is_some();
+        let json = if json_asked { Target::for_request(&self.cfg, &req) } else { Ok(None) };
+        let json = match json {
             Ok(t) => t,
             Err(e) => return self.fail(e),
         };
@@ -224,7 +248,7 @@ impl Machine {
         };
         // What the server refused before is not sent again.
         let mut stepped = false;
-        for p in self.learning.refused() {
+        for p in self.learning.as_ref().map_or(&[][..], Learning::refused) {
             stepped |= c.step_down(p);
         }
         if stepped {
@@ -273,7 +297,7 @@ impl Machine {
         let ms = self.llm_answered(id, status, body, now_ms);
         let (relayed, streamed) = self.response.end_turn(id);
         if self.response.template_opens() && !self.cfg.template_opens {
-            self.learning.template_opens(c.requested_model(&self.cfg));
+            learning(&mut self.learning, &self.meta.memory).template_opens(c.requested_model(&self.cfg));
         }
         let mut c = c;
         if self.stepped_down(&mut c, status, body, relayed) {
@@ -303,7 +327,7 @@ impl Machine {
         }
         log::info!("#{} the LLM refused '{param}': the turn goes again without it", self.meta.id);
         self.record.note(Seen::SteppedDown(param));
-        self.learning.refusal(c.requested_model(&self.cfg), param);
+        learning(&mut self.learning, &self.meta.memory).refusal(c.requested_model(&self.cfg), param);
         true
     }
 
@@ -441,7 +465,7 @@ impl Machine {
     }
 
     fn finish(&mut self, c: &Convo, content: &str, reason: FinishReason, tool_calls: Option<&Value>) -> Step {
-        match self.response.answer(c, content, reason, tool_calls, self.record.steps.value()) {
+        match self.response.answer(c, content, reason, tool_calls, self.record.steps.as_ref().and_then(|s| s.value())) {
             Ok(reply) => {
                 self.record.note(Seen::Answered { length: reason == FinishReason::Length, budget: self.budget_spent });
                 (State::Done, vec![Command::Reply(reply)])

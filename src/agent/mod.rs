@@ -53,17 +53,17 @@ impl Agent {
             crate::config::sort_secrets(&mut secrets);
             (cfg.llm.max_observation_bytes, secrets)
         });
-        self.machine.record.spans = spans::Spans::new(true, content);
+        let spans = self.machine.record.spans.insert(spans::Spans::new(true, content));
         for (_, token) in &self.machine.meta.memory.tokens {
             // Tokens kept for the client: masked in content as those it exchanges are.
-            self.machine.record.spans.mask(token);
+            spans.mask(token);
         }
     }
 
     /// The agent's one poll (`protocol`): what the host should do with its spans since the last
     /// call, in order; before it runs the commands of the same event.
     pub fn poll_spans(&mut self) -> Vec<spans::SpanNote> {
-        self.machine.record.spans.take()
+        self.machine.record.spans.as_mut().map(spans::Spans::take).unwrap_or_default()
     }
 
     /// What the request did so far (complete once `is_done`).
@@ -101,7 +101,9 @@ impl Agent {
                 log::info!("#{} the client got HTTP {status} from Envoy itself", self.machine.meta.id);
             }
         }
-        self.machine.record.spans.end_run(&self.machine.record.report);
+        if let Some(spans) = &mut self.machine.record.spans {
+            spans.end_run(&self.machine.record.report);
+        }
     }
 
     pub fn is_done(&self) -> bool {

@@ -62,10 +62,13 @@ impl LlmReply {
             Some(Value::String(s)) => s,
             other => content_text(other.as_ref()).map_err(|e| format!("the LLM's reply: {e}"))?,
         };
-        // A reasoning field wins; else a think block leading the content is the thinking.
-        let (reasoning, content) = match reasoning::of_fields(m.reasoning_content.as_ref(), m.reasoning.as_ref()) {
-            Some(r) => (Some(r), reasoning::split_think(&text).1.to_string()),
-            None => match reasoning::split_think(&text) {
+        // A reasoning field wins; else a think block leading the content is the thinking. Each is
+        // looked for only where it may be: a field that came, text with a `<` (every think tag has one).
+        let fields = m.reasoning_content.is_some() || m.reasoning.is_some();
+        let of_fields = fields.then(|| reasoning::of_fields(m.reasoning_content.as_ref(), m.reasoning.as_ref()));
+        let (reasoning, content) = match of_fields.flatten() {
+            Some(r) => (Some(r), split_think(&text).1.to_string()),
+            None => match split_think(&text) {
                 (Some(t), rest) => {
                     (Some(reasoning::Reasoning { text: t, field: reasoning::Field::Think }), rest.to_string())
                 }
@@ -84,6 +87,14 @@ impl LlmReply {
     pub fn message_value(&self) -> Value {
         // The text was read from valid JSON: it cannot fail to parse.
         serde_json::from_str(&self.message).unwrap_or_default()
+    }
+}
+
+/// `reasoning::split_think`, entered only for text with a `<`: every think tag has one.
+fn split_think(text: &str) -> (Option<String>, &str) {
+    match text.as_bytes().contains(&b'<') {
+        true => reasoning::split_think(text),
+        false => (None, text),
     }
 }
 

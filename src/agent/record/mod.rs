@@ -78,8 +78,11 @@ pub enum Seen<'a> {
 /// ask for, and the spans.
 pub struct Record {
     pub report: Report,
-    pub steps: Steps,
-    pub spans: Spans,
+    /// `None` unless the client or the configuration asks for them: nothing of `steps.rs` runs.
+    pub steps: Option<Steps>,
+    /// `None` until the host makes spans (`Agent::trace`): a request without them never enters
+    /// `spans.rs`.
+    pub spans: Option<Spans>,
     /// The limit of a step's text (`llm.maxObservationBytes`).
     limit: usize,
 }
@@ -89,57 +92,38 @@ impl Record {
     /// them (`Agent::trace`).
     pub fn new(cfg: &Config, meta: &RequestMeta) -> Record {
         let want_steps = meta.steps || cfg.return_steps;
-        let steps = Steps::new(want_steps, if want_steps { cfg.secrets().to_vec() } else { Vec::new() });
+        let steps = want_steps.then(|| Steps::new(true, cfg.secrets().to_vec()));
         let report = Report::new(cfg.mode, meta.now_ms);
-        Record { report, steps, spans: Spans::default(), limit: cfg.llm.max_observation_bytes }
+        Record { report, steps, spans: None, limit: cfg.llm.max_observation_bytes }
     }
 
-    /// Records what a transition did. Inlined: at each call the match folds to that one arm, so one
+    /// Records what a transition did. Inlined: at each call the matches fold to their one arm, so one
     /// place to read costs the .wasm nothing over calls written at every site.
     #[inline(always)]
     pub fn note(&mut self, seen: Seen<'_>) {
-        let (report, steps, spans) = (&mut self.report, &mut self.steps, &mut self.spans);
+        if let Some(spans) = &mut self.spans {
+            span(spans, &seen);
+        }
+        let (report, mut steps) = (&mut self.report, self.steps.as_mut());
         match seen {
-            Seen::Started { agent } => spans.start(agent),
-            Seen::TurnSent { model, call } => {
-                spans.chat(model);
-                if let Some(id) = call {
-                    spans.chat_call(id);
-                }
-            }
-            Seen::Resent(id) => spans.chat_call(id),
-            Seen::Retried => {
-                report.llm_retries += 1;
-                spans.chat_retried();
-            }
-            Seen::SteppedDown(param) => spans.chat_tag("api_agent.stepped_down", param),
+            Seen::Retried => report.llm_retries += 1,
             Seen::Timed(ms) => report.llm_ms.push(ms),
-            Seen::Replied(status) => {
-                report.llm_turns += 1;
-                spans.chat_tag("http.response.status_code", status);
-            }
+            Seen::Replied(_) => report.llm_turns += 1,
             Seen::Read { total, before, model, reasoning, ms } => {
-                let turn = steps::delta(total, before);
                 report.tokens = total;
                 model.clone_into(&mut report.model);
-                steps.llm(ms, turn, reasoning, self.limit);
-                spans.chat_read(model, turn);
+                if let Some(steps) = steps {
+                    steps.llm(ms, steps::delta(total, before), reasoning, self.limit);
+                }
             }
             Seen::Decided(decisions) => {
                 for (tool, rule, decision) in decisions {
-                    spans.chat_tag("api_agent.policy.rule", &rule);
-                    spans.chat_tag("api_agent.policy.decision", decision);
-                    steps.policy(&tool, &rule, decision);
+                    if let Some(steps) = steps.as_deref_mut() {
+                        steps.policy(&tool, &rule, decision);
+                    }
                     report.policy.push((rule, decision));
                 }
             }
-            Seen::TurnEnded(reason) => {
-                if let Some(reason) = reason {
-                    spans.chat_tag("gen_ai.response.finish_reasons", reason);
-                }
-                spans.chat_end();
-            }
-            Seen::Calls(ids) => spans.turn_calls(ids),
             Seen::JsonRetried => report.json_retries += 1,
             Seen::Answered { length, budget } => {
                 report.answered(length);
@@ -150,47 +134,103 @@ impl Record {
             Seen::Failed(status, code) => report.failed(status, code),
             Seen::Malformed => report.malformed += 1,
             Seen::ToolRefused { name, known, observation } => {
-                steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
-                // The model's names never become span or metric names.
-                let name = if known { name } else { UNKNOWN_TOOL };
-                spans.tool_refused(name, ToolClass::Refused.as_str(), "", observation);
-                let name = name.to_string();
+                if let Some(steps) = steps {
+                    steps.tool(name, "", ToolStatus::Ended(ToolClass::Refused), observation, 0);
+                }
+                // The model's names never become metric names.
+                let name = (if known { name } else { UNKNOWN_TOOL }).to_string();
                 report.tools.push(ToolRecord { name, class: ToolClass::Refused, status: None, ms: 0 });
             }
             Seen::ToolsFound { query, observation } => {
-                let args = serde_json::json!({ "query": query }).to_string();
-                steps.tool(FIND_TOOLS, &args, ToolStatus::Ended(ToolClass::Ok2xx), observation, 0);
-            }
-            Seen::ToolSent { id, name, index } => spans.tool(id, name, index),
-            Seen::ToolAnswered { id, name, class, status, ms } => {
-                if let Some(status) = status {
-                    spans.tool_tag(id, "http.response.status_code", status);
+                if let Some(steps) = steps {
+                    let args = serde_json::json!({ "query": query }).to_string();
+                    steps.tool(FIND_TOOLS, &args, ToolStatus::Ended(ToolClass::Ok2xx), observation, 0);
                 }
+            }
+            Seen::ToolAnswered { name, class, status, ms, .. } => {
                 report.tools.push(ToolRecord { name, class, status, ms });
             }
             Seen::ToolStep { name, arguments, status, observation } => {
-                if steps.is_on() {
+                if let Some(steps) = steps {
                     let ms = report.tools.last().map_or(0, |t| t.ms);
                     steps.tool(name, arguments, status, observation, ms);
                 }
             }
-            Seen::ToolEnded { id, name, index, error, io } => {
-                if spans.is_on() {
-                    spans.tool_end(id, name, index, error, io);
-                }
-            }
-            Seen::ExchangeSent(id) => spans.run_call(id),
-            Seen::Exchanged { api, token } => {
-                report.exchanges.push((api, "exchanged"));
-                spans.mask(token);
-            }
+            Seen::Exchanged { api, .. } => report.exchanges.push((api, "exchanged")),
             Seen::Exchange(api, outcome) => report.exchanges.push((api, outcome)),
             Seen::Done { ended_at } => {
                 if let Some(now_ms) = ended_at {
                     report.ended(now_ms);
                 }
-                spans.end_run(report);
+                // After `ended`: the run's span carries the report's end.
+                if let Some(spans) = &mut self.spans {
+                    spans.end_run(report);
+                }
+            }
+            Seen::Started { .. }
+            | Seen::TurnSent { .. }
+            | Seen::Resent(_)
+            | Seen::SteppedDown(_)
+            | Seen::TurnEnded(_)
+            | Seen::Calls(_)
+            | Seen::ToolSent { .. }
+            | Seen::ToolEnded { .. }
+            | Seen::ExchangeSent(_) => {}
+        }
+    }
+}
+
+/// What a transition did, as the run's spans record it (spans on only); `Done` is `Record::note`'s, after
+/// the report's end.
+#[inline(always)]
+fn span(spans: &mut Spans, seen: &Seen<'_>) {
+    match seen {
+        Seen::Started { agent } => spans.start(agent),
+        Seen::TurnSent { model, call } => {
+            spans.chat(model);
+            if let Some(id) = call {
+                spans.chat_call(*id);
             }
         }
+        Seen::Resent(id) => spans.chat_call(*id),
+        Seen::Retried => spans.chat_retried(),
+        Seen::SteppedDown(param) => spans.chat_tag("api_agent.stepped_down", *param),
+        Seen::Replied(status) => spans.chat_tag("http.response.status_code", *status),
+        Seen::Read { total, before, model, .. } => spans.chat_read(model, steps::delta(*total, *before)),
+        Seen::Decided(decisions) => {
+            for (_, rule, decision) in decisions {
+                spans.chat_tag("api_agent.policy.rule", rule);
+                spans.chat_tag("api_agent.policy.decision", *decision);
+            }
+        }
+        Seen::TurnEnded(reason) => {
+            if let Some(reason) = reason {
+                spans.chat_tag("gen_ai.response.finish_reasons", *reason);
+            }
+            spans.chat_end();
+        }
+        Seen::Calls(ids) => spans.turn_calls(ids),
+        Seen::ToolRefused { name, known, observation } => {
+            // The model's names never become span or metric names.
+            let name = if *known { name } else { UNKNOWN_TOOL };
+            spans.tool_refused(name, ToolClass::Refused.as_str(), "", observation);
+        }
+        Seen::ToolSent { id, name, index } => spans.tool(*id, name, *index),
+        Seen::ToolAnswered { id, status: Some(status), .. } => {
+            spans.tool_tag(*id, "http.response.status_code", *status)
+        }
+        Seen::ToolEnded { id, name, index, error, io } => spans.tool_end(*id, name, *index, *error, *io),
+        Seen::ExchangeSent(id) => spans.run_call(*id),
+        Seen::Exchanged { token, .. } => spans.mask(token),
+        Seen::Timed(_)
+        | Seen::JsonRetried
+        | Seen::Answered { .. }
+        | Seen::Failed(..)
+        | Seen::Malformed
+        | Seen::ToolsFound { .. }
+        | Seen::ToolAnswered { .. }
+        | Seen::ToolStep { .. }
+        | Seen::Exchange(..)
+        | Seen::Done { .. } => {}
     }
 }

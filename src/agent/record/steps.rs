@@ -66,10 +66,6 @@ impl Steps {
         Steps { list: on.then(Vec::new), secrets }
     }
 
-    pub fn is_on(&self) -> bool {
-        self.list.is_some()
-    }
-
     /// `ms`: `None` for the first turn when the route's upstream answered it (not timed).
     /// `reasoning`: the turn's thinking, cut to `limit` bytes.
     pub fn llm(&mut self, ms: Option<u64>, usage: Usage, reasoning: Option<&str>, limit: usize) {

@@ -27,7 +27,8 @@ pub struct ToolPhase<'a> {
     pub trace: &'a [(String, String)],
     pub calls: &'a mut Calls,
     pub sessions: &'a mut Sessions,
-    pub identity: &'a mut Identity,
+    /// `None`: no identity to carry or mask (`Machine::identity`).
+    pub identity: &'a mut Option<Identity>,
     /// Where what the phase did is recorded (`Seen`).
     pub record: &'a mut Record,
 }
@@ -57,9 +58,14 @@ impl ToolPhase<'_> {
         }
         while let Some((id, call)) = b.take(|| self.calls.mint()) {
             let api = call.api;
-            match self.identity.gate(&self.cfg.apis, api, b.identity.exchanging(api)) {
+            let gate = match self.identity.as_mut() {
+                Some(identity) => identity.gate(&self.cfg.apis, api, b.identity.exchanging(api)),
+                // No API forwards or exchanges, and no token is kept: the call goes as it is.
+                None => Gate::Go(Vec::new()),
+            };
+            match gate {
                 Gate::Go(headers) => {
-                    if self.identity.first_use_of_kept(api) {
+                    if self.identity.as_mut().is_some_and(|i| i.first_use_of_kept(api)) {
                         self.record.note(Seen::Exchange(api, "cached"));
                     }
                     commands.push(self.send(b, id, call, headers, now_ms));
@@ -106,11 +112,11 @@ impl ToolPhase<'_> {
     /// The token exchange for API `api` (`sent`: its retries so far); without one, its calls are
     /// denied.
     fn exchange(&mut self, b: &mut Batch, api: usize, sent: u32, now_ms: u64) -> Option<Command> {
-        let id = self.calls.mint();
+        let (id, cfg) = (self.calls.mint(), self.cfg);
         let x = self.cfg.apis.get(api).and_then(|a| a.identity.token_exchange.as_ref());
         let timeout = self.calls.bounded(x.map_or(1, |x| x.upstream.timeout_ms), now_ms);
-        let Some(call) = self.identity.exchange_call(&self.cfg.apis, api, id, timeout) else {
-            self.identity.answered(&self.cfg.apis, api, None);
+        let Some(call) = self.identity().exchange_call(&cfg.apis, api, id, timeout) else {
+            self.identity().answered(&cfg.apis, api, None);
             for (id, _) in b.identity.unpark(api) {
                 self.denied(b, id);
             }
@@ -131,6 +137,7 @@ impl ToolPhase<'_> {
         let Some((api, sent)) = b.identity.calls.remove(&id) else {
             return;
         };
+        let cfg = self.cfg;
         let (wait, result) = match outcome {
             Ok((status, headers, body)) => {
                 self.calls.forget(id);
@@ -144,7 +151,7 @@ impl ToolPhase<'_> {
         let why = match result {
             Ok(granted) => {
                 self.record.note(Seen::Exchanged { api, token: &granted.token });
-                self.identity.answered(&self.cfg.apis, api, Some(granted));
+                self.identity().answered(&cfg.apis, api, Some(granted));
                 for (id, call) in b.identity.unpark(api) {
                     b.resume(id, call);
                 }
@@ -161,7 +168,7 @@ impl ToolPhase<'_> {
         }
         log::warn!("#{} token exchange for apis[{api}]: {why}; its tools are not called", self.request);
         self.record.note(Seen::Exchange(api, if wait.is_some() { "failed" } else { "refused" }));
-        self.identity.answered(&self.cfg.apis, api, None);
+        self.identity().answered(&cfg.apis, api, None);
         for (id, _) in b.identity.unpark(api) {
             self.denied(b, id);
         }
@@ -210,7 +217,7 @@ impl ToolPhase<'_> {
         self.answered(b, id, ToolClass::of_status(status), Some(status), body, ms);
         if status == 401 {
             if let Some(api) = b.name_of(id).and_then(|n| self.cfg.tools.get(n)).map(|t| t.api) {
-                if self.identity.refused(&self.cfg.apis, api) {
+                if self.identity.as_mut().is_some_and(|i| i.refused(&self.cfg.apis, api)) {
                     self.record.note(Seen::Exchange(api, "dropped"));
                 }
             }
@@ -294,12 +301,31 @@ impl ToolPhase<'_> {
         self.record.note(Seen::ToolAnswered { id, name, class, status, ms });
     }
 
+    /// The request's identity, for a token exchange: only an API with `tokenExchange` has one, and
+    /// then `Machine::new` made it (as it is made here: the client sent none of its headers).
+    fn identity(&mut self) -> &mut Identity {
+        self.identity.get_or_insert_with(Identity::default)
+    }
+
     /// A tool's reply body with every credential masked (configured secrets, the client's, the tokens
     /// exchanged for it), before the log, the model, the steps or a span sees any of it, and before it
     /// is cut to `maxObservationBytes` (a cut secret would no longer match). Borrowed when there is none.
     fn masked<'b>(&self, body: &'b [u8]) -> Cow<'b, [u8]> {
+        let secrets = self.cfg.secrets();
+        let Some(identity) = self.identity.as_ref() else {
+            // No credential of the client's and no token in this request (`Machine::identity`): the
+            // configured secrets are all there is to mask.
+            if secrets.is_empty() {
+                return Cow::Borrowed(body);
+            }
+            let text = String::from_utf8_lossy(body);
+            return match crate::redact::redact(&text, secrets) {
+                Cow::Borrowed(_) => Cow::Borrowed(body),
+                Cow::Owned(m) => Cow::Owned(m.into_bytes()),
+            };
+        };
         let text = String::from_utf8_lossy(body);
-        match self.identity.mask(&text, self.cfg.secrets()) {
+        match identity.mask(&text, secrets) {
             Cow::Borrowed(_) => Cow::Borrowed(body),
             Cow::Owned(m) => Cow::Owned(m.into_bytes()),
         }

@@ -50,15 +50,18 @@ impl Learning {
     }
 
     /// What the request learnt since the last event: kept MCP sessions that changed, exchanged and
-    /// refused tokens, what the model's server taught. Called after every event.
-    pub fn tell(&mut self, mcp: &Sessions, identity: &mut Identity) -> Vec<Command> {
+    /// refused tokens, what the model's server taught. Called after every event once the request
+    /// has taken or given a lesson (`Machine::handle`).
+    pub fn tell(&mut self, mcp: &Sessions, identity: Option<&mut Identity>) -> Vec<Command> {
         let mut out: Vec<Lesson> = std::mem::take(&mut self.lessons);
         if *mcp != self.told_mcp {
             self.told_mcp.clone_from(mcp);
             out.push(Lesson::McpSessions(mcp.clone()));
         }
-        out.extend(identity.take_dropped().into_iter().map(Lesson::TokenRefused));
-        out.extend(identity.take_fresh().into_iter().map(Lesson::Token));
+        if let Some(identity) = identity {
+            out.extend(identity.take_dropped().into_iter().map(Lesson::TokenRefused));
+            out.extend(identity.take_fresh().into_iter().map(Lesson::Token));
+        }
         out.into_iter().map(Command::Learn).collect()
     }
 }

@@ -23,7 +23,10 @@ pub fn start(cfg: &Config, req: ChatRequest, meta: &RequestMeta) -> Result<(Conv
     if cfg.call_policy.is_some() {
         rules::start(&mut c, cfg, meta, &req);
     }
-    offer::offer(&mut c, cfg, &req);
+    // A catalog offered whole needs no choosing (`Config::offer`).
+    if cfg.offer.is_some() {
+        offer::offer(&mut c, cfg, &req);
+    }
     if c.rules.is_some() {
         rules::offer(&mut c, cfg);
     }

@@ -5,7 +5,7 @@
 use super::convo::{Convo, Next};
 use super::offer;
 use crate::agent::error::{AgentError, ErrorCode};
-use crate::agent::tools::work::Work;
+use crate::agent::tools::work::{tool_work, Work};
 use crate::config::Config;
 use crate::openai::answer::FinishReason;
 use crate::openai::message::{to_value, AgentMessage, ClientCall, OutMessage, ToolChoice};
@@ -57,7 +57,10 @@ pub fn start(c: &mut Convo, cfg: &Config, req: &ChatRequest) -> Result<(), Agent
 
 pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
     let mut structured = None;
-    if reply.tool_calls.is_empty() {
+    // A call written as text opens with `<tool_call>` or `[TOOL_CALLS]`: text with neither `<` nor
+    // `[` holds none.
+    let written = |text: &str| text.bytes().any(|b| b == b'<' || b == b'[');
+    if reply.tool_calls.is_empty() && written(&reply.content) {
         if let Some(read) = text_calls::read(&reply.content) {
             match read {
                 Ok(calls) => structured = Some(as_structured(&mut reply, calls)),
@@ -109,6 +112,8 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
         .tool_calls
         .into_iter()
         .map(|tc| match parse_arguments(&tc.arguments) {
+            // Without an offer or rules a call is the tool's work as it is (`offer::work`).
+            Ok(args) if cfg.offer.is_none() && c.rules.is_none() => tool_work(cfg, &tc.name, args),
             Ok(args) => offer::work(c, cfg, &tc.name, args),
             Err(why) => Work::Refused {
                 name: tc.name.clone(),

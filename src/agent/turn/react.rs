@@ -4,7 +4,7 @@
 use super::convo::{Convo, Next};
 use super::offer;
 use crate::agent::error::{AgentError, ErrorCode};
-use crate::agent::tools::work::Work;
+use crate::agent::tools::work::{tool_work, Work};
 use crate::config::Config;
 use crate::doc::{find_str, json_string_contents};
 use crate::openai::answer::FinishReason;
@@ -59,7 +59,12 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
         Step::Malformed { why } => malformed(&why),
         Step::Action { name, input } => {
             let key = format!("action:{name}:{input}");
-            match offer::work(c, cfg, &name, input) {
+            // Without an offer or rules a call is the tool's work as it is (`offer::work`).
+            let work = match cfg.offer.is_none() && c.rules.is_none() {
+                true => tool_work(cfg, &name, input),
+                false => offer::work(c, cfg, &name, input),
+            };
+            match work {
                 Work::Refused { name, observation, why } => {
                     (Next::Tools(vec![Work::Refused { name, observation, why: why.clone() }]), Some(key), why)
                 }
