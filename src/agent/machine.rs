@@ -8,6 +8,7 @@ use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Memory, RequestMeta};
 use crate::agent::answer::finish::Response;
 use crate::agent::answer::wire;
+use crate::agent::record::steps::Steps;
 use crate::agent::record::{Record, Seen};
 use crate::agent::tools::approval;
 use crate::agent::tools::identity::Identity;
@@ -465,7 +466,7 @@ impl Machine {
     }
 
     fn finish(&mut self, c: &Convo, content: &str, reason: FinishReason, tool_calls: Option<&Value>) -> Step {
-        match self.response.answer(c, content, reason, tool_calls, self.record.steps.as_ref().and_then(|s| s.value())) {
+        match self.response.answer(c, content, reason, tool_calls, self.record.steps.as_ref().map(Steps::value)) {
             Ok(reply) => {
                 self.record.note(Seen::Answered { length: reason == FinishReason::Length, budget: self.budget_spent });
                 (State::Done, vec![Command::Reply(reply)])

@@ -92,7 +92,7 @@ impl Record {
     /// them (`Agent::trace`).
     pub fn new(cfg: &Config, meta: &RequestMeta) -> Record {
         let want_steps = meta.steps || cfg.return_steps;
-        let steps = want_steps.then(|| Steps::new(true, cfg.secrets().to_vec()));
+        let steps = want_steps.then(|| Steps::new(cfg.secrets().to_vec()));
         let report = Report::new(cfg.mode, meta.now_ms);
         Record { report, steps, spans: None, limit: cfg.llm.max_observation_bytes }
     }

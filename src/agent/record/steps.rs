@@ -56,46 +56,38 @@ impl Serialize for ToolStatus {
 
 #[derive(Debug, Default)]
 pub struct Steps {
-    /// `None`: not asked for, nothing is recorded.
-    list: Option<Vec<Step>>,
+    list: Vec<Step>,
     secrets: Vec<String>,
 }
 
+/// The steps of a request that asked for them (a request that did not has none: `Record::steps`).
 impl Steps {
-    pub fn new(on: bool, secrets: Vec<String>) -> Steps {
-        Steps { list: on.then(Vec::new), secrets }
+    pub fn new(secrets: Vec<String>) -> Steps {
+        Steps { list: Vec::new(), secrets }
     }
 
     /// `ms`: `None` for the first turn when the route's upstream answered it (not timed).
     /// `reasoning`: the turn's thinking, cut to `limit` bytes.
     pub fn llm(&mut self, ms: Option<u64>, usage: Usage, reasoning: Option<&str>, limit: usize) {
-        let secrets = &self.secrets;
-        if let Some(list) = &mut self.list {
-            let turn = list.iter().filter(|s| matches!(s, Step::Llm { .. })).count() + 1;
-            // Masked before it is cut: a cut secret would no longer match.
-            let reasoning = reasoning.map(|r| truncate(&redact(r, secrets), limit).into_owned());
-            list.push(Step::Llm { turn, ms, usage, reasoning });
-        }
+        let turn = self.list.iter().filter(|s| matches!(s, Step::Llm { .. })).count() + 1;
+        // Masked before it is cut: a cut secret would no longer match.
+        let reasoning = reasoning.map(|r| truncate(&redact(r, &self.secrets), limit).into_owned());
+        self.list.push(Step::Llm { turn, ms, usage, reasoning });
     }
 
     pub fn tool(&mut self, name: &str, arguments: &str, status: ToolStatus, observation: &str, ms: u64) {
-        let Some(list) = &mut self.list else {
-            return;
-        };
         let mask = |s: &str| truncate(&redact(s, &self.secrets), EXCERPT_BYTES).into_owned();
         let (arguments, observation) = (mask(arguments), mask(observation));
-        list.push(Step::Tool { name: name.to_string(), arguments, status, observation, ms });
+        self.list.push(Step::Tool { name: name.to_string(), arguments, status, observation, ms });
     }
 
     pub fn policy(&mut self, tool: &str, rule: &str, decision: &'static str) {
-        if let Some(list) = &mut self.list {
-            list.push(Step::Policy { tool: tool.to_string(), rule: rule.to_string(), decision });
-        }
+        self.list.push(Step::Policy { tool: tool.to_string(), rule: rule.to_string(), decision });
     }
 
-    pub fn value(&self) -> Option<Value> {
+    pub fn value(&self) -> Value {
         // Plain data with string keys: serialising it cannot fail.
-        self.list.as_ref().map(|l| serde_json::to_value(l).unwrap_or(Value::Null))
+        serde_json::to_value(&self.list).unwrap_or(Value::Null)
     }
 }
 
@@ -115,7 +107,7 @@ mod tests {
 
     #[test]
     fn steps_keep_their_wire_text() {
-        let mut s = Steps::new(true, vec!["k3y".into()]);
+        let mut s = Steps::new(vec!["k3y".into()]);
         s.llm(None, Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, reasoning_tokens: 0 }, None, 10);
         s.tool("f", r#"{"key":"k3y"}"#, ToolStatus::Http(200), "ok", 7);
         s.llm(Some(9), Usage::default(), None, 10);
@@ -126,7 +118,7 @@ mod tests {
             r#"{"type":"llm","turn":2,"ms":9,"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}},"#,
             r#"{"type":"tool","name":"g","arguments":"","status":"refused","observation":"no","ms":0}]"#
         );
-        assert_eq!(s.value().map(|v| v.to_string()).as_deref(), Some(want));
-        assert!(Steps::new(false, Vec::new()).value().is_none());
+        assert_eq!(s.value().to_string(), want);
+        assert_eq!(Steps::new(Vec::new()).value().to_string(), "[]");
     }
 }

@@ -150,6 +150,12 @@ impl Convo {
         Ok(reply)
     }
 
+    /// A call is the tool's work as it is (`tool_work`): no `find_tools` offer and no rules to check
+    /// (`offer::work` otherwise), so a plain request never enters `offer.rs`.
+    pub fn plain_calls(&self, cfg: &Config) -> bool {
+        cfg.offer.is_none() && self.rules.is_none()
+    }
+
     /// An LLM reply with its usage counted. With a token budget, the counts a reply did not say are
     /// estimated from the bytes sent and received: a budget is never silently off.
     pub fn counted(&mut self, body: &[u8], budget: bool) -> Result<LlmReply, AgentError> {

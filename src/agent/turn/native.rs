@@ -112,8 +112,7 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, mut reply: LlmReply) -> Next {
         .tool_calls
         .into_iter()
         .map(|tc| match parse_arguments(&tc.arguments) {
-            // Without an offer or rules a call is the tool's work as it is (`offer::work`).
-            Ok(args) if cfg.offer.is_none() && c.rules.is_none() => tool_work(cfg, &tc.name, args),
+            Ok(args) if c.plain_calls(cfg) => tool_work(cfg, &tc.name, args),
             Ok(args) => offer::work(c, cfg, &tc.name, args),
             Err(why) => Work::Refused {
                 name: tc.name.clone(),

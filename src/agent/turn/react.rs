@@ -59,8 +59,7 @@ pub fn on_reply(c: &mut Convo, cfg: &Config, reply: LlmReply) -> Next {
         Step::Malformed { why } => malformed(&why),
         Step::Action { name, input } => {
             let key = format!("action:{name}:{input}");
-            // Without an offer or rules a call is the tool's work as it is (`offer::work`).
-            let work = match cfg.offer.is_none() && c.rules.is_none() {
+            let work = match c.plain_calls(cfg) {
                 true => tool_work(cfg, &name, input),
                 false => offer::work(c, cfg, &name, input),
             };
