@@ -5,7 +5,7 @@
 //! response). Each shim only translates its ABI to these calls.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use api_agent::agent::summary::Value as SummaryValue;
+use api_agent::agent::SummaryValue;
 use api_agent::agent::{Call, Reply};
 use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;

@@ -16,8 +16,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use api_agent::agent::spans::SpanNote;
-use api_agent::agent::summary::Value;
 use api_agent::agent::Call;
+use api_agent::agent::SummaryValue;
 use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;
 use api_agent::host::callouts::Refusal;
@@ -168,7 +168,7 @@ impl Port for FakePort<'_> {
         self.calls.bump(|c| c.local_replies += 1);
         self.answered.set(true);
     }
-    fn set_summary(&self, fields: &[(&'static str, Value)], forms: SummaryForms) {
+    fn set_summary(&self, fields: &[(&'static str, SummaryValue)], forms: SummaryForms) {
         if self.traced.is_some() {
             // The dynamic module's shim hands the summary to `host::summary::write`.
             summary::write(self, SUMMARY_NAMESPACE, fields, forms);
@@ -192,7 +192,7 @@ impl SummaryTarget for FakePort<'_> {
         self.calls.bump(|c| c.summary += 1);
         true
     }
-    fn metadata_field(&self, _namespace: &str, _key: &str, _value: &Value) {
+    fn metadata_field(&self, _namespace: &str, _key: &str, _value: &SummaryValue) {
         self.calls.bump(|c| c.summary += 1);
     }
     fn filter_state(&self, _key: &str, _value: &str) {

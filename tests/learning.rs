@@ -38,7 +38,7 @@ impl Port for FakePort {
         self.status.set(self.status.get().or(Some(status)));
         self.answer.borrow_mut().extend_from_slice(body);
     }
-    fn set_summary(&self, _fields: &[(&'static str, api_agent::agent::summary::Value)], _forms: SummaryForms) {}
+    fn set_summary(&self, _fields: &[(&'static str, api_agent::agent::SummaryValue)], _forms: SummaryForms) {}
     fn traced(&self) -> bool {
         false
     }

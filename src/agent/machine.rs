@@ -1,13 +1,12 @@
 //! The agent loop as a sans-IO state machine: states named by what they await, and the transitions
 //! between them. The other files say what a reply or a call means (`llm`, `tool_phase`, `format`,
-//! `approval`, `finish`); this one alone changes the state.
+//! `approval`, `answer`); this one alone changes the state.
 
 use super::calls::{self, Calls, Retry};
 use super::error::{AgentError, ErrorCode};
 use super::mcp::Sessions;
 use super::protocol::{CallId, Command, Event, Memory, RequestMeta};
-use crate::agent::answer::finish::Response;
-use crate::agent::answer::wire;
+use crate::agent::answer::{self, Response};
 use crate::agent::record::steps::Steps;
 use crate::agent::record::{Record, Seen};
 use crate::agent::tools::approval;
@@ -210,7 +209,7 @@ impl Machine {
 
     fn start(&mut self, body: &[u8], now_ms: u64) -> Step {
         self.record.note(Seen::Started { agent: &self.cfg.tracing.agent_name });
-        let (mut req, front) = match wire::read_request(self.meta.api, body) {
+        let (mut req, front) = match answer::read_request(self.meta.api, body) {
             Ok(parsed) => parsed,
             Err(e) => return self.fail(e),
         };

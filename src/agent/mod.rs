@@ -24,12 +24,14 @@ pub use protocol::{
     Api, Call, CallId, ClientHeaders, Command, Event, Exchanged, Failure, Lesson, Memory, ModelFacts, Reply,
     RequestMeta,
 };
-pub use record::report::{mode_name, Outcome, Report, ToolClass, ToolRecord, UNKNOWN_TOOL};
+pub use record::report::{
+    mode_name, Outcome, Report, SummaryValue, ToolClass, ToolRecord, SUMMARY_FIELDS, UNKNOWN_TOOL,
+};
 
 use crate::config::Config;
 use machine::{Machine, State};
 pub use mcp::{Peer as McpPeer, Sessions as McpSessions};
-pub use record::{spans, summary};
+pub use record::spans;
 use std::rc::Rc;
 
 /// One request's agent: what hosts see of the loop (`machine`).

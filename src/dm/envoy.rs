@@ -4,7 +4,7 @@
 #![allow(unsafe_code)]
 
 use super::abi::*;
-use crate::agent::summary::Value;
+use crate::agent::SummaryValue;
 use crate::host::callouts::Outgoing;
 use crate::host::summary::SummaryTarget;
 use std::cell::RefCell;
@@ -461,7 +461,7 @@ impl SummaryTarget for Envoy {
         true
     }
 
-    fn metadata_field(&self, namespace: &str, key: &str, value: &Value) {
+    fn metadata_field(&self, namespace: &str, key: &str, value: &SummaryValue) {
         if !self.live() {
             return;
         }
@@ -470,9 +470,11 @@ impl SummaryTarget for Envoy {
         // SAFETY: valid filter pointer; every buffer outlives the call (Envoy copies them).
         unsafe {
             match (value, o.metadata_number, o.metadata_string) {
-                (Value::Number(n), Some(set), _) => set(self.0, ns, key, *n as f64),
-                (Value::Text(t), _, Some(set)) => set(self.0, ns, key, ModuleBuffer::of(t.as_bytes())),
-                (Value::Number(n), None, Some(set)) => set(self.0, ns, key, ModuleBuffer::of(n.to_string().as_bytes())),
+                (SummaryValue::Number(n), Some(set), _) => set(self.0, ns, key, *n as f64),
+                (SummaryValue::Text(t), _, Some(set)) => set(self.0, ns, key, ModuleBuffer::of(t.as_bytes())),
+                (SummaryValue::Number(n), None, Some(set)) => {
+                    set(self.0, ns, key, ModuleBuffer::of(n.to_string().as_bytes()))
+                }
                 _ => {}
             }
         }

@@ -3,7 +3,7 @@
 
 use super::abi::{Attribute, HeaderMap};
 use super::envoy::Envoy;
-use crate::agent::summary::Value;
+use crate::agent::SummaryValue;
 use crate::config::SummaryForms;
 use crate::host::metrics::{Kind, MetricSink, Metrics};
 use crate::host::port::SUMMARY_NAMESPACE;
@@ -37,7 +37,7 @@ impl Port for Envoy {
         self.send_response(status, headers, body, "api_agent");
     }
 
-    fn set_summary(&self, fields: &[(&'static str, Value)], forms: SummaryForms) {
+    fn set_summary(&self, fields: &[(&'static str, SummaryValue)], forms: SummaryForms) {
         summary::write(self, SUMMARY_NAMESPACE, fields, forms);
     }
 

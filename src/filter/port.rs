@@ -2,7 +2,7 @@
 //! discovery on the root context, and `MetricSink` over Envoy's stats.
 
 use super::abi::{self, Map, Metric};
-use crate::agent::summary::Value;
+use crate::agent::SummaryValue;
 use crate::config::SummaryForms;
 use crate::host::callouts::Outgoing;
 use crate::host::discovery::RootPort;
@@ -70,7 +70,7 @@ impl Port for Current {
     }
 
     /// Filter state is this host's only form of the summary: always set.
-    fn set_summary(&self, fields: &[(&'static str, Value)], _forms: SummaryForms) {
+    fn set_summary(&self, fields: &[(&'static str, SummaryValue)], _forms: SummaryForms) {
         for ((_, value), key) in fields.iter().zip(SUMMARY_STATE_KEYS) {
             let path = key.strip_prefix("wasm.").unwrap_or(key);
             if let Err(s) = abi::set_property(path, value.to_string().as_bytes()) {

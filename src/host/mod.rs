@@ -11,7 +11,6 @@ pub mod logger;
 pub mod memory;
 pub mod metrics;
 pub mod port;
-pub mod run;
 pub mod stream_run;
 pub mod summary;
 pub mod tokens;

@@ -1,10 +1,10 @@
 //! How the host-neutral layer reads and changes its host: the few things both hosts offer a stream.
 //! `src/filter/` implements them over Proxy-Wasm, `src/dm/` over the dynamic-module ABI: `Port` for the
-//! stream's headers and attributes, `Host` for what the layer's stream protocol (`run.rs`) asks of it.
+//! stream's headers and attributes, `Host` for what the layer's stream protocol (`stream_run.rs`) asks of it.
 
 use super::callouts::Refusal;
 use crate::agent::spans::SpanNote;
-use crate::agent::summary::Value;
+use crate::agent::SummaryValue;
 use crate::agent::{Call, Reply};
 use crate::config::SummaryForms;
 
@@ -34,7 +34,7 @@ pub trait Port {
     /// The request's summary, for Envoy's access log and rate limits, in the `forms` the configuration
     /// asks for where the host has dynamic metadata (the dynamic module: metadata `api_agent`, filter
     /// state `wasm.api_agent.<field>`); filter state alone where the host has nothing else (Proxy-Wasm).
-    fn set_summary(&self, fields: &[(&'static str, Value)], forms: SummaryForms);
+    fn set_summary(&self, fields: &[(&'static str, SummaryValue)], forms: SummaryForms);
     /// The stream is traced and the host can make child spans (`Host::spans`).
     fn traced(&self) -> bool {
         false
@@ -83,7 +83,7 @@ pub trait Host {
 /// The namespace of the summary's dynamic metadata.
 pub const SUMMARY_NAMESPACE: &str = "api_agent";
 
-/// The summary's filter-state keys, in `agent::summary::FIELDS` order: written once, not formatted
+/// The summary's filter-state keys, in `agent::SUMMARY_FIELDS` order: written once, not formatted
 /// per request (Proxy-Wasm sets them without the `wasm.` prefix, which Envoy adds).
 pub const SUMMARY_STATE_KEYS: [&str; 9] = [
     "wasm.api_agent.turns",
@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn state_keys_follow_the_summary_fields() {
-        for (key, field) in SUMMARY_STATE_KEYS.iter().zip(crate::agent::summary::FIELDS) {
+        for (key, field) in SUMMARY_STATE_KEYS.iter().zip(crate::agent::SUMMARY_FIELDS) {
             assert_eq!(*key, format!("wasm.{SUMMARY_NAMESPACE}.{field}"));
         }
     }

@@ -6,7 +6,7 @@
 //! (BENCHMARKS.md, "The dynamic module's cost"), so a form no one reads is not set.
 
 use super::port::SUMMARY_STATE_KEYS;
-use crate::agent::summary::Value;
+use crate::agent::SummaryValue;
 use crate::config::SummaryForms;
 use std::fmt::Write;
 
@@ -16,14 +16,19 @@ pub trait SummaryTarget {
     /// the host has no such call (an older Envoy).
     fn metadata_struct(&self, namespace: &str, serialized: &[u8]) -> bool;
     /// One field of the namespace (an Envoy without the struct call).
-    fn metadata_field(&self, namespace: &str, key: &str, value: &Value);
+    fn metadata_field(&self, namespace: &str, key: &str, value: &SummaryValue);
     /// One filter-state object (text).
     fn filter_state(&self, key: &str, value: &str);
 }
 
 /// Hands `fields` to `target` in `forms`: the metadata namespace at once, then one filter-state object
 /// per field, formatted only then.
-pub fn write(target: &impl SummaryTarget, namespace: &str, fields: &[(&'static str, Value)], forms: SummaryForms) {
+pub fn write(
+    target: &impl SummaryTarget,
+    namespace: &str,
+    fields: &[(&'static str, SummaryValue)],
+    forms: SummaryForms,
+) {
     if forms.metadata && !target.metadata_struct(namespace, &struct_bytes(fields)) {
         for (key, value) in fields {
             target.metadata_field(namespace, key, value);
@@ -41,13 +46,14 @@ pub fn write(target: &impl SummaryTarget, namespace: &str, fields: &[(&'static s
 
 /// `fields` as a serialized `google.protobuf.Struct` (`map<string, Value> fields = 1`; a `Value` is
 /// `number_value = 2` (double) or `string_value = 3`), in one allocation of the exact size.
-pub fn struct_bytes(fields: &[(&'static str, Value)]) -> Vec<u8> {
-    let value_len = |v: &Value| match v {
-        Value::Number(_) => 9,
-        Value::Text(t) => 1 + varint_len(t.len()) + t.len(),
+pub fn struct_bytes(fields: &[(&'static str, SummaryValue)]) -> Vec<u8> {
+    let value_len = |v: &SummaryValue| match v {
+        SummaryValue::Number(_) => 9,
+        SummaryValue::Text(t) => 1 + varint_len(t.len()) + t.len(),
     };
-    let entry_len =
-        |key: &str, v: &Value| 1 + varint_len(key.len()) + key.len() + 1 + varint_len(value_len(v)) + value_len(v);
+    let entry_len = |key: &str, v: &SummaryValue| {
+        1 + varint_len(key.len()) + key.len() + 1 + varint_len(value_len(v)) + value_len(v)
+    };
     let total = fields.iter().map(|(k, v)| 1 + varint_len(entry_len(k, v)) + entry_len(k, v)).sum();
     let mut out = Vec::with_capacity(total);
     for (key, v) in fields {
@@ -57,11 +63,11 @@ pub fn struct_bytes(fields: &[(&'static str, Value)]) -> Vec<u8> {
         out.push(0x12);
         varint(&mut out, value_len(v));
         match v {
-            Value::Number(n) => {
+            SummaryValue::Number(n) => {
                 out.push(0x11);
                 out.extend_from_slice(&(*n as f64).to_le_bytes());
             }
-            Value::Text(t) => bytes_field(&mut out, 0x1a, t.as_bytes()),
+            SummaryValue::Text(t) => bytes_field(&mut out, 0x1a, t.as_bytes()),
         }
     }
     out
@@ -112,7 +118,7 @@ mod tests {
         }
     }
 
-    fn decode(b: &[u8]) -> Vec<(String, Value)> {
+    fn decode(b: &[u8]) -> Vec<(String, SummaryValue)> {
         let mut out = Vec::new();
         let mut i = 0;
         while i < b.len() {
@@ -128,11 +134,11 @@ mod tests {
             i += 1;
             let vend = read_varint(b, &mut i) + i;
             let value = match b[i] {
-                0x11 => Value::Number(f64::from_le_bytes(b[i + 1..i + 9].try_into().unwrap()) as u64),
+                0x11 => SummaryValue::Number(f64::from_le_bytes(b[i + 1..i + 9].try_into().unwrap()) as u64),
                 0x1a => {
                     let mut j = i + 1;
                     let n = read_varint(b, &mut j);
-                    Value::Text(String::from_utf8(b[j..j + n].to_vec()).unwrap())
+                    SummaryValue::Text(String::from_utf8(b[j..j + n].to_vec()).unwrap())
                 }
                 other => panic!("unexpected Value field {other:#x}"),
             };
@@ -147,20 +153,20 @@ mod tests {
     fn the_struct_holds_every_field_with_its_type() {
         let long = "m".repeat(300);
         let fields = [
-            ("turns", Value::Number(3)),
-            ("total_tokens", Value::Number(1 << 40)),
-            ("model", Value::Text(long.clone())),
-            ("outcome", Value::Text("answer".into())),
-            ("empty", Value::Text(String::new())),
+            ("turns", SummaryValue::Number(3)),
+            ("total_tokens", SummaryValue::Number(1 << 40)),
+            ("model", SummaryValue::Text(long.clone())),
+            ("outcome", SummaryValue::Text("answer".into())),
+            ("empty", SummaryValue::Text(String::new())),
         ];
         let decoded = decode(&struct_bytes(&fields));
-        let want: Vec<(String, Value)> = fields.iter().map(|(k, v)| ((*k).to_string(), v.clone())).collect();
+        let want: Vec<(String, SummaryValue)> = fields.iter().map(|(k, v)| ((*k).to_string(), v.clone())).collect();
         assert_eq!(decoded, want);
     }
 
     #[test]
     fn the_buffer_is_sized_exactly() {
-        let fields = [("turns", Value::Number(3)), ("model", Value::Text("x".repeat(200)))];
+        let fields = [("turns", SummaryValue::Number(3)), ("model", SummaryValue::Text("x".repeat(200)))];
         let bytes = struct_bytes(&fields);
         assert_eq!(bytes.len(), bytes.capacity());
     }
@@ -169,7 +175,7 @@ mod tests {
     fn one_number_is_the_bytes_protobuf_writes() {
         // {"turns": 2.0}, as protoc encodes it.
         let want = [0x0a, 0x12, 0x0a, 0x05, b't', b'u', b'r', b'n', b's', 0x12, 0x09, 0x11, 0, 0, 0, 0, 0, 0, 0, 0x40];
-        assert_eq!(struct_bytes(&[("turns", Value::Number(2))]), want);
+        assert_eq!(struct_bytes(&[("turns", SummaryValue::Number(2))]), want);
     }
 
     #[derive(Default)]
@@ -185,7 +191,7 @@ mod tests {
             }
             self.has_struct
         }
-        fn metadata_field(&self, ns: &str, key: &str, value: &Value) {
+        fn metadata_field(&self, ns: &str, key: &str, value: &SummaryValue) {
             self.calls.borrow_mut().push(format!("field {ns}.{key}={value}"));
         }
         fn filter_state(&self, key: &str, value: &str) {
@@ -193,8 +199,8 @@ mod tests {
         }
     }
 
-    fn fields() -> Vec<(&'static str, Value)> {
-        vec![("turns", Value::Number(2)), ("tool_calls", Value::Number(1))]
+    fn fields() -> Vec<(&'static str, SummaryValue)> {
+        vec![("turns", SummaryValue::Number(2)), ("tool_calls", SummaryValue::Number(1))]
     }
 
     const METADATA: SummaryForms = SummaryForms { metadata: true, filter_state: false };

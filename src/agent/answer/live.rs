@@ -8,7 +8,7 @@
 //! reasoning deltas go out as `reasoning_content` chunks as they come (with `reasoning.return`), and a
 //! think block leading a turn's content is never relayed as its text.
 
-use super::wire::Wire;
+use super::Wire;
 use crate::agent::protocol::CallId;
 use crate::config::Mode;
 use crate::openai::reasoning::{opened_by_template, stream_state, Stream};
@@ -389,7 +389,7 @@ fn marker_from(text: &str, m: &str, from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::answer::wire::Front;
+    use crate::agent::answer::Front;
 
     /// The relayable text after feeding `text` whole, and after feeding it a byte at a time.
     fn react_ready(text: &str) -> Option<&str> {

@@ -4,7 +4,6 @@
 pub mod report;
 pub mod spans;
 pub mod steps;
-pub mod summary;
 
 use crate::agent::error::ErrorCode;
 use crate::agent::protocol::{CallId, RequestMeta};

@@ -1,6 +1,6 @@
 //! What one request did, for the operator: its outcome, LLM turns and retries, each tool call with its
 //! status class and duration, malformed outputs, JSON-mode retries, tokens and time. The host turns it
-//! into metrics and one log line; it holds no body, prompt or secret.
+//! into metrics, one log line and the summary for Envoy; it holds no body, prompt or secret.
 
 use crate::agent::error::ErrorCode;
 use crate::config::Mode;
@@ -245,6 +245,72 @@ pub fn mode_name(mode: Mode) -> &'static str {
     }
 }
 
+/// The per-request summary a host hands to Envoy (filter state, dynamic metadata) for access logs
+/// and rate limits: what one agent run cost and how it ended, with no body, prompt or secret. A
+/// field's value: numbers stay numbers where the host can keep them so (dynamic metadata).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SummaryValue {
+    Number(u64),
+    Text(String),
+}
+
+impl std::fmt::Display for SummaryValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SummaryValue::Number(n) => write!(f, "{n}"),
+            SummaryValue::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// The fields' names, in the order `fields` gives them.
+pub const SUMMARY_FIELDS: [&str; 9] = [
+    "turns",
+    "tool_calls",
+    "tool_errors",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "model",
+    "outcome",
+    "duration_ms",
+];
+
+impl Report {
+    /// How the run ended, in the summary's words: `answer`, `limit`, `budget`, `deadline`,
+    /// `cancelled`, or `error:<code>`.
+    pub fn summary_outcome(&self) -> String {
+        match (self.outcome, self.code) {
+            (Outcome::Answered, _) => "answer".into(),
+            (Outcome::IterationLimit, _) => "limit".into(),
+            (Outcome::Budget, _) => "budget".into(),
+            (Outcome::Timeout, Some("request_timeout")) => "deadline".into(),
+            (Outcome::Cancelled, _) => "cancelled".into(),
+            (other, code) => format!("error:{}", code.unwrap_or(other.as_str())),
+        }
+    }
+
+    /// Every summary field with its value, in `SUMMARY_FIELDS` order.
+    pub fn fields(&self) -> [(&'static str, SummaryValue); 9] {
+        let errors = self.tools.iter().filter(|t| t.class != ToolClass::Ok2xx).count();
+        let n = |v: usize| SummaryValue::Number(u64::try_from(v).unwrap_or(u64::MAX));
+        [
+            (SUMMARY_FIELDS[0], SummaryValue::Number(self.llm_turns.into())),
+            (SUMMARY_FIELDS[1], n(self.tools.len())),
+            (SUMMARY_FIELDS[2], n(errors)),
+            (SUMMARY_FIELDS[3], SummaryValue::Number(self.tokens.prompt_tokens)),
+            (SUMMARY_FIELDS[4], SummaryValue::Number(self.tokens.completion_tokens)),
+            (SUMMARY_FIELDS[5], SummaryValue::Number(self.tokens.total_tokens)),
+            (
+                SUMMARY_FIELDS[6],
+                SummaryValue::Text(if self.model.is_empty() { "-".into() } else { self.model.clone() }),
+            ),
+            (SUMMARY_FIELDS[7], SummaryValue::Text(self.summary_outcome())),
+            (SUMMARY_FIELDS[8], SummaryValue::Number(self.total_ms())),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,5 +326,55 @@ mod tests {
         assert_eq!(Outcome::of_error(413, ErrorCode::RequestTooLarge), Outcome::TooLarge);
         assert_eq!(ToolClass::of_status(204), ToolClass::Ok2xx);
         assert_eq!(ToolClass::of_status(302), ToolClass::Other);
+    }
+
+    fn report() -> Report {
+        let mut r = Report::new(Mode::React, 1000);
+        r.llm_turns = 3;
+        r.tokens = Usage { prompt_tokens: 30, completion_tokens: 12, total_tokens: 42, ..Usage::default() };
+        r.model = "m1".into();
+        let tool = |class, status| ToolRecord { name: "t".into(), class, status, ms: 1 };
+        r.tools = vec![
+            tool(ToolClass::Ok2xx, Some(200)),
+            tool(ToolClass::Server5xx, Some(503)),
+            tool(ToolClass::TimedOut, None),
+        ];
+        r
+    }
+
+    #[test]
+    fn every_outcome_in_the_summarys_words() {
+        let mut r = report();
+        assert_eq!(r.summary_outcome(), "cancelled");
+        r.answered(false);
+        r.ended(1500);
+        assert_eq!(r.summary_outcome(), "answer");
+        r.answered(true);
+        r.ended(1500);
+        assert_eq!(r.summary_outcome(), "limit");
+        r.outcome = Outcome::Budget;
+        assert_eq!(r.summary_outcome(), "budget");
+        r.failed(504, ErrorCode::RequestTimeout);
+        r.ended(1600);
+        assert_eq!(r.summary_outcome(), "deadline");
+        r.failed(504, ErrorCode::LlmTimeout);
+        r.ended(1600);
+        assert_eq!(r.summary_outcome(), "error:llm_timeout");
+        r.failed(502, ErrorCode::LlmError);
+        r.ended(1600);
+        assert_eq!(r.summary_outcome(), "error:llm_error");
+    }
+
+    #[test]
+    fn fields_count_turns_tools_errors_tokens_and_time() {
+        let mut r = report();
+        r.answered(false);
+        r.ended(1250);
+        let text: Vec<String> = r.fields().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(
+            text.join(" "),
+            "turns=3 tool_calls=3 tool_errors=2 input_tokens=30 output_tokens=12 total_tokens=42 model=m1 \
+             outcome=answer duration_ms=250"
+        );
     }
 }
