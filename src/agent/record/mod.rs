@@ -233,3 +233,44 @@ fn span(spans: &mut Spans, seen: &Seen<'_>) {
         | Seen::Done { .. } => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Mode;
+    use spans::SpanNote;
+
+    /// A token exchanged during the run is masked in span content from then on, even where a tool's
+    /// reply reached the record unmasked (the tool phase masks it first; this is the second layer).
+    #[test]
+    fn an_exchanged_token_is_masked_in_the_spans_content() {
+        let spans = Spans::new(true, Some((1000, Vec::new())));
+        let mut record = Record { report: Report::new(Mode::Native, 0), steps: None, spans: Some(spans), limit: 1000 };
+        let tool = |id| Seen::ToolSent { id: CallId(id), name: "get", index: None };
+        let ended = |id| Seen::ToolEnded {
+            id: CallId(id),
+            name: "get",
+            index: None,
+            error: None,
+            io: (r#"{"q":"x"}"#, "echo: Bearer tok-EXCHANGED-42"),
+        };
+        record.note(tool(1));
+        record.note(ended(1));
+        record.note(Seen::Exchanged { api: 0, token: "tok-EXCHANGED-42" });
+        record.note(tool(2));
+        record.note(ended(2));
+        let results: Vec<String> = record
+            .spans
+            .as_mut()
+            .map(Spans::take)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|n| match n {
+                SpanNote::Tag { key: "gen_ai.tool.call.result", value, .. } => Some(value),
+                _ => None,
+            })
+            .collect();
+        // Before the exchange the token was no secret of this run; after it, it is.
+        assert_eq!(results, ["echo: Bearer tok-EXCHANGED-42", "echo: Bearer [redacted]"]);
+    }
+}

@@ -312,20 +312,17 @@ impl ToolPhase<'_> {
     /// is cut to `maxObservationBytes` (a cut secret would no longer match). Borrowed when there is none.
     fn masked<'b>(&self, body: &'b [u8]) -> Cow<'b, [u8]> {
         let secrets = self.cfg.secrets();
-        let Some(identity) = self.identity.as_ref() else {
-            // No credential of the client's and no token in this request (`Machine::identity`): the
-            // configured secrets are all there is to mask.
-            if secrets.is_empty() {
-                return Cow::Borrowed(body);
-            }
-            let text = String::from_utf8_lossy(body);
-            return match crate::redact::redact(&text, secrets) {
-                Cow::Borrowed(_) => Cow::Borrowed(body),
-                Cow::Owned(m) => Cow::Owned(m.into_bytes()),
-            };
-        };
+        // No credential of the client's and no token in this request (`Machine::identity`): the
+        // configured secrets are all there is to mask.
+        if self.identity.is_none() && secrets.is_empty() {
+            return Cow::Borrowed(body);
+        }
         let text = String::from_utf8_lossy(body);
-        match identity.mask(&text, secrets) {
+        let masked = match self.identity.as_ref() {
+            Some(identity) => identity.mask(&text, secrets),
+            None => crate::redact::redact(&text, secrets),
+        };
+        match masked {
             Cow::Borrowed(_) => Cow::Borrowed(body),
             Cow::Owned(m) => Cow::Owned(m.into_bytes()),
         }
