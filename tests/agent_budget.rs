@@ -204,9 +204,15 @@ fn an_unreadable_usage_is_estimated_from_the_bytes() {
         (summary_number(&out.summary, "input_tokens"), summary_number(&out.summary, "output_tokens"));
     assert_eq!(prompt, first_sent.div_ceil(4) + 10, "{}", out.summary);
     assert_eq!(completion, received.div_ceil(4) + 5, "{}", out.summary);
-    // Without a budget nothing is estimated: the usage says what the provider said.
+    assert!(!out.tokens_unread, "estimated: the tokens histogram records the request");
+    // Without a budget nothing is estimated: the usage says what the provider said, and the tokens
+    // histogram leaves the request out (its count is not known), rather than record too few.
     let cfg = pets(json!({"mode": "native", "llm": {"maxIterations": 2}}));
     let h = Harness::new(&cfg).llm([call_with_usage("native", None), Turn::Message(json!({"content": "None."}))]);
     let out = h.tool_json(PETS, "[]").run(&user("Pets?"));
     assert!(out.summary.contains("input_tokens=10 output_tokens=5 total_tokens=15"), "{}", out.summary);
+    assert!(out.tokens_unread);
+    let h = Harness::new(&cfg).llm([call_with_usage("native", Some(r#"{"prompt_tokens":3,"completion_tokens":2}"#))]);
+    let out = h.llm([Turn::Message(json!({"content": "None."}))]).tool_json(PETS, "[]").run(&user("Pets?"));
+    assert!(!out.tokens_unread, "every reply said its usage: {}", out.summary);
 }

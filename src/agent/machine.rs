@@ -448,7 +448,8 @@ impl Machine {
             log::warn!("#{id} an LLM reply has no readable usage: its tokens are estimated from the bytes (ceil(bytes / 4) each way)");
         }
         let reasoning = c.reasoning.as_deref();
-        self.record.note(Seen::Read { total: c.usage, before, model: &c.model, reasoning, ms });
+        let unread = c.usage_unread;
+        self.record.note(Seen::Read { total: c.usage, before, unread, model: &c.model, reasoning, ms });
     }
 
     /// The tool phase's view of the agent, for one event.

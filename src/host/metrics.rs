@@ -108,7 +108,9 @@ impl<T: Copy> Metrics<T> {
         self.add(sink, Id::JsonRetries, &mode, r.json_retries.into());
         self.record(sink, Id::TurnsPerRequest, &mode, r.llm_turns.into());
         self.record(sink, Id::RequestDurationMs, &mode, r.total_ms());
-        self.record(sink, Id::TokensPerRequest, &mode, r.tokens.total_tokens);
+        if !r.tokens_unread {
+            self.record(sink, Id::TokensPerRequest, &mode, r.tokens.total_tokens);
+        }
         for ms in &r.llm_ms {
             self.record(sink, Id::LlmCallDurationMs, &mode, *ms);
         }
@@ -184,6 +186,23 @@ mod tests {
         let seen = sink.0.borrow();
         assert!(seen.contains(&"policy_decisions [\"viewers\", \"deny\"] +1".to_string()), "{seen:?}");
         assert!(seen.contains(&"policy_decisions [\"_guard_\", \"confirm\"] +1".to_string()));
+    }
+
+    #[test]
+    fn tokens_not_said_are_not_recorded_as_zero() {
+        let metrics = Metrics::define(|m| CATALOGUE.iter().position(|c| c.name == m.name));
+        let tokens = |unread: bool| {
+            let sink = Sink::default();
+            let mut r = Report::new(crate::config::Mode::Native, 0);
+            r.tokens_unread = unread;
+            metrics.emit(&sink, &r);
+            let seen = sink.0.borrow();
+            seen.iter().filter(|l| l.starts_with("tokens_per_request")).cloned().collect::<Vec<_>>()
+        };
+        // A request that spent no tokens (refused before any turn) spent 0; one whose LLM did not
+        // say is unknown, and left out of the histogram.
+        assert_eq!(tokens(false), ["tokens_per_request [\"native\"] =0"]);
+        assert!(tokens(true).is_empty());
     }
 
     #[test]

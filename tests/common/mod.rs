@@ -106,6 +106,8 @@ pub struct Outcome {
     pub spans: Vec<String>,
     /// The report's token exchanges: (`apis[]` index, outcome).
     pub exchanges: Vec<(usize, &'static str)>,
+    /// A reply did not say its usage and nothing estimated it (`Report::tokens_unread`).
+    pub tokens_unread: bool,
 }
 
 impl Outcome {
@@ -229,6 +231,7 @@ impl Harness {
             summary: String::new(),
             spans: Vec::new(),
             exchanges: Vec::new(),
+            tokens_unread: false,
         };
         let mut round = agent.handle(Event::ClientRequest { body }, now);
         for _ in 0..MAX_STEPS {
@@ -259,6 +262,7 @@ impl Harness {
                     let fields = agent.report().fields();
                     out.summary = fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
                     out.exchanges.clone_from(&agent.report().exchanges);
+                    out.tokens_unread = agent.report().tokens_unread;
                     agent.handle(Event::Closed { host_status: None }, 0);
                     out.spans = agent.poll_spans().iter().map(span_line).collect();
                     return out;

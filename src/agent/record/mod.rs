@@ -34,7 +34,8 @@ pub enum Seen<'a> {
     Replied(u16),
     /// The reply was read: the request's tokens so far (`total`, and `before` the reply), its model
     /// and reasoning; `ms` is its callout's time (none for the route's first turn).
-    Read { total: Usage, before: Usage, model: &'a str, reasoning: Option<&'a str>, ms: Option<u64> },
+    /// `unread`: a reply of the run did not say its usage, so `total` undercounts.
+    Read { total: Usage, before: Usage, unread: bool, model: &'a str, reasoning: Option<&'a str>, ms: Option<u64> },
     /// Call rules decided the turn's calls: tool, rule, decision.
     Decided(Vec<(String, String, &'static str)>),
     /// The turn's span ends, with its finish reason if the reply said one.
@@ -108,8 +109,9 @@ impl Record {
             Seen::Retried => report.llm_retries += 1,
             Seen::Timed(ms) => report.llm_ms.push(ms),
             Seen::Replied(_) => report.llm_turns += 1,
-            Seen::Read { total, before, model, reasoning, ms } => {
+            Seen::Read { total, before, unread, model, reasoning, ms } => {
                 report.tokens = total;
+                report.tokens_unread = unread;
                 model.clone_into(&mut report.model);
                 if let Some(steps) = steps {
                     steps.llm(ms, steps::delta(total, before), reasoning, self.limit);

@@ -136,6 +136,9 @@ pub struct Report {
     /// The call rules' and the data-flow guard's decisions: (rule name or `_guard_`, decision).
     pub policy: Vec<(String, &'static str)>,
     pub tokens: Usage,
+    /// A reply did not say its usage and nothing estimated it: `tokens` undercounts, and the tokens
+    /// histogram leaves the request out rather than record a count it does not know.
+    pub tokens_unread: bool,
     /// The model the LLM last said it was (the client's until a reply names one).
     pub model: String,
     pub started_ms: u64,
@@ -158,6 +161,7 @@ impl Report {
             json_retries: 0,
             policy: Vec::new(),
             tokens: Usage::default(),
+            tokens_unread: false,
             model: String::new(),
             started_ms,
             ended_ms: started_ms,

@@ -30,8 +30,10 @@ pub struct Convo {
     pub usage: Usage,
     /// Bytes of the last LLM request sent: a reply without usage is estimated from them.
     pub sent: usize,
-    /// A turn's usage was estimated (`Convo::count`).
+    /// A turn's usage was estimated (`Convo::counted`).
     pub usage_estimated: bool,
+    /// A turn's reply did not say its usage and nothing estimated it (no budget): `usage` undercounts.
+    pub usage_unread: bool,
     pub model: String,
     /// Turns that asked for tools (or were malformed).
     pub iterations: u32,
@@ -107,6 +109,7 @@ impl Convo {
             usage: Usage::default(),
             sent: 0,
             usage_estimated: false,
+            usage_unread: false,
             model: req.model.clone().unwrap_or_default(),
             iterations: 0,
             final_ask: false,
@@ -164,6 +167,8 @@ impl Convo {
         if budget && reply.unread.any() {
             turn.estimate(reply.unread, self.sent, body.len());
             self.usage_estimated = true;
+        } else if reply.unread.any() {
+            self.usage_unread = true;
         }
         self.usage.add(turn);
         Ok(reply)
