@@ -9,7 +9,7 @@ use api_agent::agent::SummaryValue;
 use api_agent::agent::{Call, Reply};
 use api_agent::config::{Plugin, SummaryForms};
 use api_agent::host::admit::Arrival;
-use api_agent::host::callouts::Refusal;
+use api_agent::host::port::Refusal;
 use api_agent::host::{Attr, Head, Headers, Host, Instance, Lost, Port, Start, StreamRun};
 use serde_json::{json, Value};
 use std::cell::RefCell;

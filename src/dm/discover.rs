@@ -6,8 +6,8 @@
 
 use super::envoy::{EnvoyConfig, Scheduler};
 use super::{now_ms, timer};
-use crate::host::callouts::Outgoing;
 use crate::host::discovery::{Answer, Listings, RootPort};
+use crate::host::port::Outgoing;
 use crate::host::Instance;
 use serde_json::Value;
 use std::cell::RefCell;

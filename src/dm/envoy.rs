@@ -5,7 +5,7 @@
 
 use super::abi::*;
 use crate::agent::SummaryValue;
-use crate::host::callouts::Outgoing;
+use crate::host::port::Outgoing;
 use crate::host::summary::SummaryTarget;
 use std::cell::RefCell;
 use std::ffi::c_void;

@@ -8,7 +8,7 @@ use super::abi::{
 };
 use super::envoy::{CalloutReply, Envoy, EnvoyConfig, StreamEvent};
 use super::{discover, Deferred, DmConfig, Slot};
-use crate::host::callouts::split_status;
+use crate::host::port::split_status;
 use std::ffi::{c_char, c_void};
 use std::ptr::null;
 use std::sync::Arc;

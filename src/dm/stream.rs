@@ -15,7 +15,7 @@ use super::{now_ms, timer, tracing, Deferred, DmConfig};
 use crate::agent::spans::SpanNote;
 use crate::agent::{Call, Reply};
 use crate::host::admit::Arrival;
-use crate::host::callouts::{self, Refusal};
+use crate::host::port::{split_status, Outgoing, Refusal};
 use crate::host::tracer::SpanTable;
 use crate::host::{Head, Host, Instance, Lost, Start, StreamRun};
 use std::rc::Rc;
@@ -215,7 +215,7 @@ impl Stream {
     }
 
     fn on_callout(&mut self, reply: CalloutReply) -> Act {
-        let (status, headers) = callouts::split_status(reply.headers);
+        let (status, headers) = split_status(reply.headers);
         match reply.result {
             CALLOUT_SUCCESS => self.ex.on_callout_reply(&mut self.io, reply.id, status, &headers, &reply.body),
             CALLOUT_RESET => self.ex.on_callout_failed(&mut self.io, reply.id, Lost::Reset),
@@ -384,7 +384,7 @@ impl Host for Io {
 
     fn dispatch(&mut self, call: &Call) -> Result<u64, Refusal> {
         let context = self.spans.context(&self.envoy, call.id, &call.headers);
-        let mut out = callouts::Outgoing::of_call(call);
+        let mut out = Outgoing::of_call(call);
         for (name, value) in &context {
             out.set(name, value);
         }

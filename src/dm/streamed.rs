@@ -1,7 +1,7 @@
 //! Streamed callouts in flight (live streaming): their head and body as they come. The agent reads a
 //! 2xx SSE reply from its data as it arrives, so that body is not kept a second time.
 
-use crate::host::callouts;
+use crate::host::port::split_status;
 use crate::openai::answer;
 use std::collections::BTreeMap;
 
@@ -42,7 +42,7 @@ impl Streams {
 
     /// The reply's head: its status and headers (`:status` taken out), kept for the end.
     pub fn head(&mut self, sid: u64, headers: Vec<(String, String)>) -> (Option<u16>, Vec<(String, String)>) {
-        let (status, headers) = callouts::split_status(headers);
+        let (status, headers) = split_status(headers);
         if let Some(s) = self.0.get_mut(&sid) {
             let ok = status.is_some_and(|s| (200..300).contains(&s));
             s.sse = ok

@@ -260,7 +260,7 @@ pub fn send_local_response(status: u16, headers: &[(&str, &str)], body: &[u8]) -
 }
 
 /// Dispatches an HTTP callout; the token identifies its `proxy_on_http_call_response`.
-pub fn http_call(call: &crate::host::callouts::Outgoing<'_>) -> HostResult<u32> {
+pub fn http_call(call: &crate::host::port::Outgoing<'_>) -> HostResult<u32> {
     let (cluster, timeout_ms) = (call.cluster, u32::try_from(call.timeout_ms).unwrap_or(u32::MAX));
     let h = encode_pairs(&call.headers);
     let t = encode_pairs(&[]);

@@ -9,7 +9,7 @@ use super::port::{now_ms, Current};
 use super::{abi, closed_meanwhile};
 use crate::agent::Call;
 use crate::host::admit::Arrival;
-use crate::host::callouts::{self, Refusal};
+use crate::host::port::{split_status, Outgoing, Refusal};
 use crate::host::{Head, Host, Instance, Start, StreamRun};
 use abi::{Buffer, Map, Stream};
 use std::rc::Rc;
@@ -29,7 +29,7 @@ pub struct CallData {
 impl CallData {
     pub fn read(token: u32, body_size: usize) -> CallData {
         let headers = abi::get_headers(Map::CallResponseHeaders).unwrap_or_default();
-        let (status, headers) = callouts::split_status(headers);
+        let (status, headers) = split_status(headers);
         let body = abi::get_buffer(Buffer::CallResponseBody, body_size).unwrap_or_default();
         CallData { token, status, headers, body }
     }
@@ -192,7 +192,7 @@ impl Host for Io {
     }
 
     fn dispatch(&mut self, call: &Call) -> Result<u64, Refusal> {
-        match abi::http_call(&callouts::Outgoing::of_call(call)) {
+        match abi::http_call(&Outgoing::of_call(call)) {
             Ok(token) => {
                 super::register_callout(token, self.id);
                 Ok(u64::from(token))

@@ -4,9 +4,9 @@
 use super::abi::{self, Map, Metric};
 use crate::agent::SummaryValue;
 use crate::config::SummaryForms;
-use crate::host::callouts::Outgoing;
 use crate::host::discovery::RootPort;
 use crate::host::metrics::{Kind, MetricSink, Metrics, CATALOGUE};
+use crate::host::port::Outgoing;
 use crate::host::port::SUMMARY_STATE_KEYS;
 use crate::host::{Attr, Headers, Port};
 use crate::vec_map::VecMap;

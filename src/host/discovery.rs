@@ -4,8 +4,8 @@
 //! swaps in a new configuration (catalog, prompt, native tools) in one step. A failing server keeps
 //! the tools it had (logged) and is listed again after a backoff (`Discovery`).
 
-use super::callouts::{Outgoing, RESET};
 use super::memory::Instance;
+use super::port::{Outgoing, RESET};
 use crate::config::{Api, Config};
 use crate::tools::mcp::discovery::{Discovery, Outcome};
 use crate::tools::Request;

@@ -4,7 +4,6 @@
 //! (dynamic module) only translate their ABI to these and back.
 
 pub mod admit;
-pub mod callouts;
 pub mod discovery;
 pub mod fault;
 pub mod logger;
@@ -16,7 +15,7 @@ pub mod summary;
 pub mod tokens;
 pub mod tracer;
 
-pub use callouts::Lost;
 pub use memory::Instance;
+pub use port::Lost;
 pub use port::{Attr, Headers, Host, Port};
 pub use stream_run::{Head, Start, StreamRun};

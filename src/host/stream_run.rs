@@ -7,10 +7,9 @@
 //! different (phases, body buffers, pause and resume).
 
 use super::admit::{self, Arrival};
-use super::callouts::{self, CallTable, Lost};
 use super::memory::Instance;
 use super::metrics::{MetricSink, Metrics};
-use super::port::{answer_head, set_header, Attr, Headers, Host, Port};
+use super::port::{self, answer_head, set_header, Attr, CallTable, Headers, Host, Lost, Port};
 use crate::agent::spans::SpanNote;
 use crate::agent::{Agent, Api, Command, Event, Lesson, Reply};
 use crate::config::{Config, LoopPhase, SummaryForms};
@@ -324,7 +323,7 @@ impl StreamRun {
         let Some(id) = self.take_call(token) else {
             return host.holding();
         };
-        match (callouts::classify(status, body), status) {
+        match (port::classify(status, body), status) {
             (None, Some(status)) => self.feed(host, Event::CallReply { id, status, headers, body }),
             (failure, _) => {
                 let failure = failure.unwrap_or_else(|| Lost::Reset.failure());
@@ -391,12 +390,12 @@ impl StreamRun {
                     Command::Forward { body } => action = host.forward(self.rid(), &body),
                     Command::Dispatch(call) => match host.dispatch(&call) {
                         Ok(token) => {
-                            callouts::log_sent(self.rid(), &call);
+                            port::log_sent(self.rid(), &call);
                             self.calls.insert(token, call.id);
                         }
                         Err(kind) => {
                             log::warn!("#{} dispatch to cluster '{}' refused ({kind:?})", self.rid(), call.cluster);
-                            let failure = callouts::refused(kind, &call.cluster);
+                            let failure = port::refused(kind, &call.cluster);
                             let failed = Event::CallFailed { id: call.id, failure: &failure };
                             next.extend(self.handle(failed, host.now_ms()).unwrap_or_default());
                             host.spans(self.take_spans());
