@@ -57,42 +57,6 @@ pub fn react_messages(req: &ChatRequest) -> (Option<String>, Vec<Value>) {
     (system, out)
 }
 
-/// The client's messages as sent, with one repair: an assistant's tool call that has no `tool` answer
-/// gets a synthetic failed result, so that the provider accepts the conversation.
-pub fn native_messages(req: &ChatRequest) -> Vec<Value> {
-    let raw = req.raw.get("messages").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-    let mut out = Vec::with_capacity(raw.len());
-    let mut unanswered: Vec<String> = Vec::new();
-    for m in raw {
-        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
-        if role == "tool" {
-            let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
-            unanswered.retain(|u| u != id);
-        } else {
-            answer_dangling(&mut out, &mut unanswered);
-        }
-        out.push(m.clone());
-        if role == "assistant" {
-            unanswered = m
-                .get("tool_calls")
-                .and_then(Value::as_array)
-                .map(|calls| {
-                    calls.iter().filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_string)).collect()
-                })
-                .unwrap_or_default();
-        }
-    }
-    answer_dangling(&mut out, &mut unanswered);
-    out
-}
-
-fn answer_dangling(out: &mut Vec<Value>, unanswered: &mut Vec<String>) {
-    for id in unanswered.drain(..) {
-        let content = "The tool call failed: no result was provided for it.".to_string();
-        out.push(to_value(&ChatMessage::Tool { tool_call_id: id, content }));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,24 +83,5 @@ mod tests {
         );
         assert_eq!(msgs[2]["content"], "Observation: [\"gateway\"]");
         assert_eq!(msgs[4]["content"], "Question: How many PRs?");
-    }
-
-    #[test]
-    fn dangling_tool_calls_get_a_failed_result() {
-        let req = ChatRequest::parse(
-            br#"{"messages":[
-            {"role":"user","content":"weather in Oslo and Rome?"},
-            {"role":"assistant","content":null,"tool_calls":[
-                {"id":"a","type":"function","function":{"name":"w","arguments":"{}"}},
-                {"id":"b","type":"function","function":{"name":"w","arguments":"{}"}}]},
-            {"role":"tool","tool_call_id":"a","content":"-3"},
-            {"role":"user","content":"and Paris?"}]}"#,
-        )
-        .unwrap();
-        let msgs = native_messages(&req);
-        let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
-        assert_eq!(msgs[3]["tool_call_id"], "b");
-        assert!(msgs[3]["content"].as_str().unwrap().contains("failed"));
     }
 }

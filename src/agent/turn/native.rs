@@ -1,6 +1,7 @@
 //! Native tool-calling mode: the tools go in the request's `tools`, the model answers with
 //! `tool_calls`, every call of a turn runs (concurrently), and each result goes back as a `tool` message.
-//! The client's own tools are returned to the client when the model calls them.
+//! The client's own tools are returned to the client when the model calls them. The client's messages
+//! go as sent, a tool call left without its result answered as failed (`native_messages`).
 
 use super::convo::{Convo, Next};
 use super::offer;
@@ -8,9 +9,8 @@ use crate::agent::error::{AgentError, ErrorCode};
 use crate::agent::tools::work::{tool_work, Work};
 use crate::config::Config;
 use crate::openai::answer::FinishReason;
-use crate::openai::message::{to_value, AgentMessage, ClientCall, OutMessage, ToolChoice};
+use crate::openai::message::{to_value, AgentMessage, ChatMessage, ClientCall, OutMessage, ToolChoice};
 use crate::openai::{text_calls, ChatRequest, LlmReply, ToolCall};
-use crate::prompt::history::native_messages;
 use serde_json::{Map, Value};
 
 /// The chat request's `tool_choice` field (the client's own is kept until a call is answered).
@@ -210,5 +210,65 @@ pub fn observe(c: &mut Convo, cfg: &Config, observations: Vec<String>, limit: bo
     if limit {
         c.base.insert(TOOL_CHOICE.into(), ToolChoice::None.into());
         c.messages.push(AgentMessage::User { content: cfg.template.native_final_request().to_string() }.into());
+    }
+}
+
+/// The client's messages as sent, with one repair: an assistant's tool call that has no `tool` answer
+/// gets a synthetic failed result, so that the provider accepts the conversation.
+fn native_messages(req: &ChatRequest) -> Vec<Value> {
+    let raw = req.raw.get("messages").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut unanswered: Vec<String> = Vec::new();
+    for m in raw {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        if role == "tool" {
+            let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+            unanswered.retain(|u| u != id);
+        } else {
+            answer_dangling(&mut out, &mut unanswered);
+        }
+        out.push(m.clone());
+        if role == "assistant" {
+            unanswered = m
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .map(|calls| {
+                    calls.iter().filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_string)).collect()
+                })
+                .unwrap_or_default();
+        }
+    }
+    answer_dangling(&mut out, &mut unanswered);
+    out
+}
+
+fn answer_dangling(out: &mut Vec<Value>, unanswered: &mut Vec<String>) {
+    for id in unanswered.drain(..) {
+        let content = "The tool call failed: no result was provided for it.".to_string();
+        out.push(to_value(&ChatMessage::Tool { tool_call_id: id, content }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dangling_tool_calls_get_a_failed_result() {
+        let req = ChatRequest::parse(
+            br#"{"messages":[
+            {"role":"user","content":"weather in Oslo and Rome?"},
+            {"role":"assistant","content":null,"tool_calls":[
+                {"id":"a","type":"function","function":{"name":"w","arguments":"{}"}},
+                {"id":"b","type":"function","function":{"name":"w","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"a","content":"-3"},
+            {"role":"user","content":"and Paris?"}]}"#,
+        )
+        .unwrap();
+        let msgs = native_messages(&req);
+        let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+        assert_eq!(msgs[3]["tool_call_id"], "b");
+        assert!(msgs[3]["content"].as_str().unwrap().contains("failed"));
     }
 }
