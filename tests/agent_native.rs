@@ -198,6 +198,21 @@ fn dangling_tool_calls_in_history_are_answered() {
     assert_eq!(msgs.len(), 4);
     assert_eq!(msgs[2]["role"], "tool");
     assert_eq!(msgs[2]["tool_call_id"], "old");
+    // One of two calls answered: only the other gets the failed result, after the answered one.
+    let mut h = Harness::new(&native(json!({}))).llm([answer("ok")]);
+    let req = json!({"model": "m", "messages": [
+        {"role": "user", "content": "weather in Oslo and Rome?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "w", "arguments": "{}"}},
+            {"id": "b", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "-3"},
+        {"role": "user", "content": "and Paris?"}]});
+    let out = h.run(&req);
+    let msgs = out.llm_requests[0]["messages"].as_array().unwrap();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+    assert_eq!(msgs[3]["tool_call_id"], "b");
+    assert!(msgs[3]["content"].as_str().unwrap().contains("failed"));
 }
 
 #[test]
